@@ -1,0 +1,74 @@
+// The one place where DEEPINFER_* environment variables are read (ARCHITECTURE.md §7).
+//
+// Variables (all optional; the README's "Environment" table is generated from the same list):
+//   DEEPINFER_HF_MODEL_DIR                 model directory used when --model is absent ("")
+//   DEEPINFER_BATCH_INVARIANT              0|1: every op reduces in an order independent of batch
+//                                          size and position (default 0)
+//   DEEPINFER_ENABLE_MTP_VARLEN            0|1: confidence-scheduled variable-length verify (0)
+//   DEEPINFER_USE_NEXTN_DECODE             0..16: maximum draft length for speculative decode (0 = off)
+//   DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE none|compact: V4.1 decoder-side prefill truncation (compact)
+//   DEEPINFER_YOCO_PREFILL_KEEP_TOKENS     >= 134: suffix kept by compact truncation (140)
+//   DEEPINFER_ACCELERATOR                  cpu|cuda: kernel backend (cpu)
+//   DEEPINFER_NUM_THREADS                  kernel threads, 0 = all cores (0)
+//   DEEPINFER_FORCE_ISA                    auto|scalar|avx2|avx512: cap the CPU kernel ISA (auto)
+//   DEEPINFER_LOG_LEVEL                    debug|info|warning|error (info)
+// A DEEPINFER_* variable not in this list produces a warning (likely a typo); a bad value is an
+// InvalidArgument naming the variable, the value and what is accepted.
+#ifndef DEEPINFER_COMMON_CONFIG_H_
+#define DEEPINFER_COMMON_CONFIG_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/logging.h"
+
+namespace deepinfer {
+
+// Kernel instruction set cap (DEEPINFER_FORCE_ISA).
+enum class IsaLevel { kAuto = 0, kScalar = 1, kAvx2 = 2, kAvx512 = 3 };
+
+// Parsed DEEPINFER_* environment. Defaults are the documented ones above.
+struct EnvConfig {
+  std::string hf_model_dir;
+  bool batch_invariant = false;
+  bool enable_mtp_varlen = false;
+  int use_nextn_decode = 0;
+  std::string yoco_prefill_truncation_mode = "compact";
+  int yoco_prefill_keep_tokens = 140;
+  std::string accelerator = "cpu";
+  int num_threads = 0;
+  IsaLevel force_isa = IsaLevel::kAuto;
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+// One documented variable: name, default (as text) and meaning. Used for warnings, --help and
+// the README.
+struct EnvVarDoc {
+  const char* name;
+  const char* default_value;
+  const char* meaning;
+};
+const std::vector<EnvVarDoc>& EnvVarDocs();
+
+// Parses `env` (name -> value; entries not starting with DEEPINFER_ are ignored). Unknown
+// DEEPINFER_* names are appended to `warnings` (may be null). Errors: InvalidArgument for a
+// value that does not parse or is out of range, naming the variable.
+absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string>& env,
+                                         std::vector<std::string>* warnings);
+
+// Reads the process environment, parses it, logs warnings and installs the result as the
+// process-wide config returned by Env(). Call once at program start; returns the parse error.
+absl::Status InitEnvConfigFromProcess();
+
+// The process-wide config. If InitEnvConfigFromProcess() was not called, the process
+// environment is parsed on first use; a bad value then logs an error and defaults are used.
+const EnvConfig& Env();
+
+// Replaces the process-wide config (tests only; not thread-safe against concurrent Env()).
+void SetEnvConfigForTesting(const EnvConfig& config);
+
+}  // namespace deepinfer
+
+#endif  // DEEPINFER_COMMON_CONFIG_H_

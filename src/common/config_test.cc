@@ -1,0 +1,98 @@
+#include "common/config.h"
+
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace deepinfer {
+namespace {
+
+using ::deepinfer::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(EnvConfig, DefaultsWhenNothingSet) {
+  std::vector<std::string> warnings;
+  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig({{"PATH", "/bin"}, {"HOME", "/root"}}, &warnings));
+  EXPECT_EQ(c.hf_model_dir, "");
+  EXPECT_FALSE(c.batch_invariant);
+  EXPECT_FALSE(c.enable_mtp_varlen);
+  EXPECT_EQ(c.use_nextn_decode, 0);
+  EXPECT_EQ(c.yoco_prefill_truncation_mode, "compact");
+  EXPECT_EQ(c.yoco_prefill_keep_tokens, 140);
+  EXPECT_EQ(c.accelerator, "cpu");
+  EXPECT_EQ(c.num_threads, 0);
+  EXPECT_EQ(c.force_isa, IsaLevel::kAuto);
+  EXPECT_TRUE(warnings.empty());
+}
+
+TEST(EnvConfig, ParsesEveryVariable) {
+  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig({
+                                        {"DEEPINFER_HF_MODEL_DIR", "/models/x"},
+                                        {"DEEPINFER_BATCH_INVARIANT", "1"},
+                                        {"DEEPINFER_ENABLE_MTP_VARLEN", "true"},
+                                        {"DEEPINFER_USE_NEXTN_DECODE", "5"},
+                                        {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "none"},
+                                        {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "256"},
+                                        {"DEEPINFER_ACCELERATOR", "CUDA"},
+                                        {"DEEPINFER_NUM_THREADS", "3"},
+                                        {"DEEPINFER_FORCE_ISA", "avx2"},
+                                        {"DEEPINFER_LOG_LEVEL", "warning"},
+                                    },
+                                    nullptr));
+  EXPECT_EQ(c.hf_model_dir, "/models/x");
+  EXPECT_TRUE(c.batch_invariant);
+  EXPECT_TRUE(c.enable_mtp_varlen);
+  EXPECT_EQ(c.use_nextn_decode, 5);
+  EXPECT_EQ(c.yoco_prefill_truncation_mode, "none");
+  EXPECT_EQ(c.yoco_prefill_keep_tokens, 256);
+  EXPECT_EQ(c.accelerator, "cuda");
+  EXPECT_EQ(c.num_threads, 3);
+  EXPECT_EQ(c.force_isa, IsaLevel::kAvx2);
+  EXPECT_EQ(c.log_level, LogLevel::kWarning);
+}
+
+TEST(EnvConfig, BadValuesAreClearInvalidArgumentErrors) {
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* expected;
+  } cases[] = {
+      {"DEEPINFER_BATCH_INVARIANT", "maybe", "0 or 1"},
+      {"DEEPINFER_USE_NEXTN_DECODE", "-1", "integer in [0, 16]"},
+      {"DEEPINFER_USE_NEXTN_DECODE", "five", "integer"},
+      {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "100", "[134,"},
+      {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "loose", "none, compact"},
+      {"DEEPINFER_ACCELERATOR", "tpu", "cpu, cuda"},
+      {"DEEPINFER_NUM_THREADS", "1e3", "integer"},
+      {"DEEPINFER_FORCE_ISA", "sse2", "auto, scalar, avx2, avx512"},
+      {"DEEPINFER_LOG_LEVEL", "loud", "debug"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(ParseEnvConfig({{c.name, c.value}}, nullptr),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr(c.name), HasSubstr(c.value), HasSubstr(c.expected))))
+        << c.name << "=" << c.value;
+  }
+}
+
+TEST(EnvConfig, UnknownDeepinferVariableWarnsOthersIgnored) {
+  std::vector<std::string> warnings;
+  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig({{"DEEPINFER_BATCH_INVARIENT", "1"},
+                                                    {"NOT_OURS", "1"}},
+                                                   &warnings));
+  EXPECT_FALSE(c.batch_invariant);
+  EXPECT_THAT(warnings, ElementsAre(HasSubstr("DEEPINFER_BATCH_INVARIENT")));
+}
+
+TEST(EnvConfig, EveryDocumentedVariableParses) {
+  for (const EnvVarDoc& d : EnvVarDocs()) {
+    std::vector<std::string> warnings;
+    EXPECT_OK(ParseEnvConfig({{d.name, d.default_value}}, &warnings)) << d.name;
+    EXPECT_TRUE(warnings.empty()) << d.name;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer

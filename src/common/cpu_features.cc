@@ -1,0 +1,87 @@
+#include "common/cpu_features.h"
+
+#include <cpuid.h>
+
+#include <vector>
+
+#include "absl/strings/str_join.h"
+
+namespace deepinfer {
+namespace {
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1;
+  f.fma = (c >> 12) & 1;
+  f.f16c = (c >> 29) & 1;
+  bool ymm_ok = false, zmm_ok = false;
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    ymm_ok = (lo & 0x6) == 0x6;
+    zmm_ok = (lo & 0xE6) == 0xE6;
+  }
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx2 = ymm_ok && ((b >> 5) & 1);
+    f.avx512f = zmm_ok && ((b >> 16) & 1);
+    f.avx512dq = zmm_ok && ((b >> 17) & 1);
+    f.avx512bw = zmm_ok && ((b >> 30) & 1);
+    f.avx512vl = zmm_ok && ((b >> 31) & 1);
+    f.avx512_vbmi = zmm_ok && ((c >> 1) & 1);
+    f.avx512_vnni = zmm_ok && ((c >> 11) & 1);
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+    f.avx512_bf16 = zmm_ok && ((a >> 5) & 1);
+  }
+  if (!ymm_ok) f.fma = f.f16c = false;
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& DetectedCpuFeatures() {
+  static const CpuFeatures features = Detect();
+  return features;
+}
+
+IsaLevel ActiveIsa() {
+  const CpuFeatures& f = DetectedCpuFeatures();
+  IsaLevel best = IsaLevel::kScalar;
+  if (f.avx2 && f.fma) best = IsaLevel::kAvx2;
+  if (best == IsaLevel::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) {
+    best = IsaLevel::kAvx512;
+  }
+  IsaLevel cap = Env().force_isa;
+  if (cap == IsaLevel::kAuto) return best;
+  return static_cast<int>(cap) < static_cast<int>(best) ? cap : best;
+}
+
+const char* IsaName(IsaLevel isa) {
+  switch (isa) {
+    case IsaLevel::kAuto: return "auto";
+    case IsaLevel::kScalar: return "scalar";
+    case IsaLevel::kAvx2: return "avx2";
+    case IsaLevel::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+std::string CpuFeaturesString() {
+  const CpuFeatures& f = DetectedCpuFeatures();
+  std::vector<std::string> names;
+  if (f.avx2) names.push_back("avx2");
+  if (f.fma) names.push_back("fma");
+  if (f.f16c) names.push_back("f16c");
+  if (f.avx512f) names.push_back("avx512f");
+  if (f.avx512bw) names.push_back("avx512bw");
+  if (f.avx512vl) names.push_back("avx512vl");
+  if (f.avx512dq) names.push_back("avx512dq");
+  if (f.avx512_bf16) names.push_back("avx512_bf16");
+  if (f.avx512_vnni) names.push_back("avx512_vnni");
+  if (f.avx512_vbmi) names.push_back("avx512_vbmi");
+  return names.empty() ? "none" : absl::StrJoin(names, " ");
+}
+
+}  // namespace deepinfer

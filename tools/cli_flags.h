@@ -1,0 +1,56 @@
+// A small command-line flag parser for `deepinfer <command> [--flag value | --flag=value]...`.
+//
+// Each command declares its flags (name, default, help) up front; Parse() rejects unknown flags,
+// missing values and stray positional arguments with InvalidArgument errors that name the flag,
+// so the CLI can print "deepinfer serve: unknown flag --prot (did you mean --port?)".
+#ifndef DEEPINFER_TOOLS_CLI_FLAGS_H_
+#define DEEPINFER_TOOLS_CLI_FLAGS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace deepinfer::cli {
+
+class FlagSet {
+ public:
+  explicit FlagSet(std::string command) : command_(std::move(command)) {}
+
+  // Declares a flag taking a value. `default_value` is text; "" means unset.
+  void AddString(const std::string& name, const std::string& default_value, const std::string& help);
+  // Declares a boolean flag: `--name` sets it, `--no-name` or `--name=false` clears it.
+  void AddBool(const std::string& name, bool default_value, const std::string& help);
+
+  // Parses argv[0..argc) (not including the program and command names).
+  absl::Status Parse(int argc, char** argv);
+
+  // Typed accessors; errors name the flag and the bad value.
+  std::string GetString(const std::string& name) const;
+  bool IsSet(const std::string& name) const;  // given on the command line
+  absl::StatusOr<int64_t> GetInt(const std::string& name) const;
+  absl::StatusOr<double> GetDouble(const std::string& name) const;
+  bool GetBool(const std::string& name) const;
+  // "1,2,3" -> {1,2,3}; errors name the flag and the bad element.
+  absl::StatusOr<std::vector<int32_t>> GetIntList(const std::string& name) const;
+
+  // "Usage: deepinfer <command> [flags]" plus one line per flag.
+  std::string Usage() const;
+
+ private:
+  struct Flag {
+    std::string value;
+    std::string help;
+    bool is_bool = false;
+    bool set = false;
+  };
+  std::string command_;
+  std::map<std::string, Flag> flags_;
+  std::vector<std::string> order_;
+};
+
+}  // namespace deepinfer::cli
+
+#endif  // DEEPINFER_TOOLS_CLI_FLAGS_H_

@@ -1,0 +1,66 @@
+#include "tools/cli_flags.h"
+
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace deepinfer::cli {
+namespace {
+
+using ::deepinfer::testing::StatusIs;
+using ::testing::HasSubstr;
+
+FlagSet MakeFlags() {
+  FlagSet f("serve");
+  f.AddString("port", "8000", "port");
+  f.AddString("model", "", "model dir");
+  f.AddBool("async-scheduling", true, "overlap");
+  f.AddString("prompt-ids", "", "ids");
+  return f;
+}
+
+absl::Status ParseArgs(FlagSet& f, std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return f.Parse(argv.size(), argv.data());
+}
+
+TEST(FlagSet, ParsesBothSyntaxesAndBools) {
+  FlagSet f = MakeFlags();
+  ASSERT_OK(ParseArgs(f, {"--port", "9000", "--model=/m", "--no-async-scheduling",
+                          "--prompt-ids", "1, 403,407"}));
+  EXPECT_EQ(*f.GetInt("port"), 9000);
+  EXPECT_EQ(f.GetString("model"), "/m");
+  EXPECT_TRUE(f.IsSet("model"));
+  EXPECT_FALSE(f.GetBool("async-scheduling"));
+  EXPECT_EQ(*f.GetIntList("prompt-ids"), (std::vector<int32_t>{1, 403, 407}));
+}
+
+TEST(FlagSet, DefaultsApplyWhenAbsent) {
+  FlagSet f = MakeFlags();
+  ASSERT_OK(ParseArgs(f, {}));
+  EXPECT_EQ(*f.GetInt("port"), 8000);
+  EXPECT_FALSE(f.IsSet("port"));
+  EXPECT_TRUE(f.GetBool("async-scheduling"));
+}
+
+TEST(FlagSet, ErrorsNameTheFlag) {
+  FlagSet f = MakeFlags();
+  EXPECT_THAT(ParseArgs(f, {"--prot", "1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown flag --prot (did you mean --port?)")));
+  FlagSet g = MakeFlags();
+  EXPECT_THAT(ParseArgs(g, {"--model"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--model needs a value")));
+  FlagSet h = MakeFlags();
+  ASSERT_OK(ParseArgs(h, {"--port=abc", "--prompt-ids=1,x"}));
+  EXPECT_THAT(h.GetInt("port"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--port")));
+  EXPECT_THAT(h.GetIntList("prompt-ids"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'x'")));
+  FlagSet k = MakeFlags();
+  EXPECT_THAT(ParseArgs(k, {"stray"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unexpected argument")));
+}
+
+}  // namespace
+}  // namespace deepinfer::cli

@@ -1,0 +1,50 @@
+// The `deepinfer` command-line entry point: dispatches to subcommands (tools/commands.h).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/config.h"
+#include "tools/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int argc, char** argv);
+  const char* help;
+};
+
+// Keep one line per command; each command's flags are described by `deepinfer CMD --help`.
+const Command kCommands[] = {
+    {"version", deepinfer::cli::RunVersion, "print version, CPU features and kernel ISA"},
+};
+
+void PrintUsage() {
+  std::fprintf(stderr, "Usage: deepinfer <command> [flags]\n\nCommands:\n");
+  for (const Command& c : kCommands) std::fprintf(stderr, "  %-16s %s\n", c.name, c.help);
+  std::fprintf(stderr, "\nEnvironment:\n");
+  for (const auto& d : deepinfer::EnvVarDocs()) {
+    std::fprintf(stderr, "  %-40s %s (default '%s')\n", d.name, d.meaning, d.default_value);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+      std::strcmp(argv[1], "help") == 0) {
+    PrintUsage();
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "--version") == 0) return deepinfer::cli::RunVersion(0, nullptr);
+  if (absl::Status s = deepinfer::InitEnvConfigFromProcess(); !s.ok()) {
+    std::fprintf(stderr, "deepinfer: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  for (const Command& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 2, argv + 2);
+  }
+  std::fprintf(stderr, "deepinfer: unknown command '%s'\n\n", argv[1]);
+  PrintUsage();
+  return 2;
+}
