@@ -1,0 +1,55 @@
+// KvLayout: what a model stores per 128-token block and per sequence (ARCHITECTURE.md §4,
+// KV-CACHE.md §1). The model declares it; the engine's block pool and state cache are generic
+// over it and only see byte sizes and offsets.
+//
+// Memory model (owned by the engine, see model.h KvCacheView):
+//   block arena: [num_blocks][BlockBytes()]      block b, cache c at  b*BlockBytes() + paged_offset(c)
+//   state arena: [num_slots][StateBytes()]       slot s, state k at   s*StateBytes() + state_offset(k)
+// All caches of a block are allocated together (one block id covers every layer); a sequence's
+// fixed state (window rings, compressor partial state) lives in one slot.
+#ifndef DEEPINFER_MODEL_KV_LAYOUT_H_
+#define DEEPINFER_MODEL_KV_LAYOUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deepinfer::model {
+
+// Tokens per KV block: the storage, prefix-matching and replay granularity.
+inline constexpr int kBlockTokens = 128;
+
+// One paged cache: `rows_per_block` rows of `row_bytes` each per block (e.g. Llama layer L's K:
+// 128 rows of num_kv_heads*head_dim floats; DSv4 CSA layer compressed KV: 32 rows).
+struct PagedCacheSpec {
+  std::string name;  // e.g. "layers.3.k", "layers.2.compressed_kv", "layers.2.indexer_k"
+  int64_t row_bytes = 0;
+  int64_t rows_per_block = 0;
+  int64_t BlockBytes() const { return row_bytes * rows_per_block; }
+};
+
+// One fixed-size per-sequence state (e.g. "layers.0.window" ring, "layers.2.compressor").
+struct StateSpec {
+  std::string name;
+  int64_t bytes = 0;
+};
+
+struct KvLayout {
+  std::vector<PagedCacheSpec> paged;
+  std::vector<StateSpec> state;
+  // Identifies the bytes a block holds (model, dims, precision, layout version): part of every
+  // prefix-cache key, so blocks of different layouts never match (KV-CACHE.md §2).
+  uint64_t layout_id = 0;
+
+  // Bytes of one block (all paged caches; each cache's region 64-byte aligned).
+  int64_t BlockBytes() const;
+  // Bytes of one state slot (all states; each 64-byte aligned). 0 when the model has no state.
+  int64_t StateBytes() const;
+  // Byte offset of paged cache `index` inside a block / state `index` inside a slot.
+  int64_t PagedOffset(int index) const;
+  int64_t StateOffset(int index) const;
+};
+
+}  // namespace deepinfer::model
+
+#endif  // DEEPINFER_MODEL_KV_LAYOUT_H_

@@ -1,0 +1,118 @@
+// CausalLM: the interface between the engine and a model architecture (Llama, DeepSeek-V4).
+//
+// The engine owns all KV memory and decides what runs in a step; the model runs one batched
+// forward over a mix of prefill chunks and decode tokens (one SequenceChunk per sequence) and
+// writes each sequence's new KV into the blocks / state slot the engine assigned. The model
+// never allocates KV memory and keeps no per-sequence state of its own, so preemption, abort and
+// prefix caching are pure engine bookkeeping.
+//
+// Invariants every architecture must hold (tested per architecture):
+//  - Chunking invariance: processing a sequence as one chunk, or as consecutive chunks of any
+//    sizes (including 1 = token-by-token decode), gives the same logits.
+//  - Batch independence: a sequence's logits do not depend on which other sequences share the
+//    batch; with DEEPINFER_BATCH_INVARIANT=1 they are bitwise identical.
+// Thread-safety: Forward() is called by one thread at a time (the engine thread / runner); it
+// may use the kernel thread pool internally.
+#ifndef DEEPINFER_MODEL_MODEL_H_
+#define DEEPINFER_MODEL_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/kv_layout.h"
+
+namespace deepinfer::model {
+
+// Static facts about a loaded model that the engine, tokenizer glue and server need.
+struct ModelInfo {
+  std::string architecture;        // "LlamaForCausalLM", "DeepseekV4ForCausalLM"
+  std::string model_type;          // config.json model_type ("llama", "deepseek_v4")
+  int64_t vocab_size = 0;          // logits per row
+  int64_t max_context = 0;         // max_position_embeddings (tokens)
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;
+  int64_t num_parameters = 0;      // total parameters (logical elements)
+  int64_t weight_bytes = 0;        // bytes of weights as loaded
+  int64_t active_weight_bytes_per_token = 0;  // bytes read per decoded token (MoE: active experts)
+};
+
+// Where the engine's KV memory is. Block b's bytes start at block_base + b * layout.BlockBytes();
+// slot s's at state_base + s * layout.StateBytes(). Both arenas are 64-byte aligned.
+struct KvCacheView {
+  uint8_t* block_base = nullptr;
+  int64_t num_blocks = 0;
+  uint8_t* state_base = nullptr;
+  int64_t num_state_slots = 0;
+};
+
+// Which logits a chunk wants.
+enum class LogitsMode {
+  kNone,  // none (middle chunk of a chunked prefill)
+  kLast,  // the last token's row only (normal generation)
+  kAll,   // every token's row (scoring / prompt_logprobs / tests)
+};
+
+// One sequence's part of a step: tokens at positions [start_pos, start_pos + tokens.size()).
+struct SequenceChunk {
+  // Tokens of this sequence already in the KV cache; the first new token's position.
+  int64_t start_pos = 0;
+  // New token ids. Non-empty.
+  std::span<const int32_t> tokens;
+  // Block ids covering positions [0, start_pos + tokens.size()): ceil(end / kBlockTokens)
+  // entries. Position p lives in block block_table[p / kBlockTokens], row p % kBlockTokens.
+  std::span<const int32_t> block_table;
+  // This sequence's state slot (ignored when the layout has no state). When start_pos == 0 the
+  // model initialises the slot; otherwise it continues from what the slot holds.
+  int32_t state_slot = -1;
+  LogitsMode logits = LogitsMode::kLast;
+};
+
+struct ForwardBatch {
+  std::vector<SequenceChunk> chunks;
+};
+
+// Logits of a forward: rows in batch order (chunk 0's rows first), each chunk contributing
+// 0 (kNone), 1 (kLast) or tokens.size() (kAll) rows of vocab_size floats.
+struct ForwardOutput {
+  std::vector<float> logits;          // [num_rows, vocab_size], row-major
+  std::vector<int64_t> chunk_row_begin;  // [num_chunks + 1]: rows of chunk i are [begin[i], begin[i+1])
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual const ModelInfo& info() const = 0;
+  virtual const KvLayout& kv_layout() const = 0;
+
+  // Runs one batched forward. Errors: InvalidArgument for a malformed batch (token id out of
+  // vocabulary, position beyond max_context, block table too short, bad slot). On error no
+  // output is produced, but KV rows of the batch's positions may have been partially written.
+  virtual absl::Status Forward(const ForwardBatch& batch, const KvCacheView& kv,
+                               ForwardOutput* out) = 0;
+};
+
+// Options shared by all architectures when loading.
+struct LoadOptions {
+  // FP32 activations everywhere (no BF16 rounding of activations; FP8/FP4 simulation kept):
+  // the "engine kind B" debug mode of shared/golden/dsv4-tiny-a/README.md.
+  bool fp32_activations = false;
+  // Log progress (bytes mapped / total) while loading.
+  bool show_progress = true;
+};
+
+// Loads the model in Hugging Face directory `dir` (config.json + safetensors), choosing the
+// architecture from config.json "architectures". Errors: NotFound (no config.json / weights),
+// Unimplemented (unsupported architecture; the message lists the supported ones),
+// InvalidArgument / DataLoss (malformed config or checkpoint, naming the file and tensor).
+absl::StatusOr<std::unique_ptr<CausalLM>> LoadModel(const std::string& dir,
+                                                    const LoadOptions& options = {});
+
+}  // namespace deepinfer::model
+
+#endif  // DEEPINFER_MODEL_MODEL_H_
