@@ -11,13 +11,14 @@
 #     libgtest-dev libgmock-dev  unit tests
 #     libbenchmark-dev         microbenchmarks (make bench)
 #     pkg-config               locating pcre2/xxhash
+#     clang-14 libclang-rt-14-dev  libFuzzer + ASan/UBSan runtime (scripts/fuzz-protocol.sh)
 #   JavaScript test clients (npm ci from the checked-in package-lock.json): official openai and
 #   @anthropic-ai/sdk clients, @lenml/tokenizers (independent tokenizer), ajv (schema validator).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(cmake ninja-build g++ pkg-config libabsl-dev libboost-dev nlohmann-json3-dev
-  libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev)
+  libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev)
 
 missing=()
 for p in "${DEBIAN_PACKAGES[@]}"; do

@@ -7,6 +7,12 @@
 namespace deepinfer::cli {
 
 int RunVersion(int argc, char** argv);
+int RunServe(int argc, char** argv);
+int RunKvstore(int argc, char** argv);
+int RunGenerate(int argc, char** argv);
+int RunBench(int argc, char** argv);
+int RunMakeTestModel(int argc, char** argv);
+int RunScore(int argc, char** argv);
 
 }  // namespace deepinfer::cli
 

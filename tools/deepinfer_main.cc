@@ -17,6 +17,13 @@ struct Command {
 // Keep one line per command; each command's flags are described by `deepinfer CMD --help`.
 const Command kCommands[] = {
     {"version", deepinfer::cli::RunVersion, "print version, CPU features and kernel ISA"},
+    {"serve", deepinfer::cli::RunServe, "OpenAI-compatible HTTP server (all-in-one)"},
+    {"kvstore", deepinfer::cli::RunKvstore, "run a KV store node (block records, GC, TTL)"},
+    {"generate", deepinfer::cli::RunGenerate, "greedy generation from prompt token ids"},
+    {"bench", deepinfer::cli::RunBench, "engine throughput/latency table (batch 1/8/32, TTFT, TPOT)"},
+    {"score", deepinfer::cli::RunScore, "per-token log-probabilities and perplexity of text"},
+    {"make-test-model", deepinfer::cli::RunMakeTestModel,
+     "write a random-weight checkpoint (DeepSeek-V4 presets tiny/demo/bench)"},
 };
 
 void PrintUsage() {

@@ -1,0 +1,309 @@
+// Kernel microbenchmarks (issue #3, KERNELS.md "Measuring"): matrix-vector products (decode)
+// reported as GB/s of weight bytes, matrix products (prefill) as GFLOP/s, and beside them the
+// machine's limits measured by this same binary: a large-array read bandwidth test and an FMA
+// peak test, both on the kernel thread pool. Every product benchmark also reports its
+// fraction of the measured limit (pct_of_read_bw / pct_of_fma_peak).
+//
+// Weights rotate over enough copies to exceed the last-level cache (>= 256 MiB in total), so
+// decode numbers are DRAM numbers, as in a real model step.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "common/clock.h"
+#include "common/thread_pool.h"
+#include "kernels/formats.h"
+#include "kernels/ops.h"
+#include "kernels/workspace.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr size_t kBandwidthBytes = size_t{512} << 20;
+constexpr size_t kMinWeightFootprint = size_t{256} << 20;
+
+ThreadPool* Pool() { return ThreadPool::Default(); }
+
+// --------------------------------------------------------------------------------------------
+// Machine limits
+
+// Sums a large array on every pool thread (static split). Each thread reads its range as 4
+// interleaved sequential streams (as a matrix-vector product reads 4 weight rows at once), which
+// keeps more hardware prefetch streams busy than one stream would: this is the best plain read
+// rate we found, i.e. the roofline the products are compared with.
+double ReadOnce(const float* data, size_t n) {
+  std::vector<float> partial(Pool()->num_threads() * 16, 0.0f);
+  Pool()->ParallelFor(static_cast<int64_t>(n), 1024, [&](int64_t b, int64_t e) {
+    constexpr int kStreams = 4;
+    const int64_t len = (e - b) / kStreams / 32 * 32;
+    const float* p[kStreams];
+    for (int s = 0; s < kStreams; ++s) p[s] = data + b + s * len;
+    __m256 a[kStreams][2];
+    for (int s = 0; s < kStreams; ++s) a[s][0] = a[s][1] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < len; i += 16) {
+      for (int s = 0; s < kStreams; ++s) {
+        a[s][0] = _mm256_add_ps(a[s][0], _mm256_load_ps(p[s] + i));
+        a[s][1] = _mm256_add_ps(a[s][1], _mm256_load_ps(p[s] + i + 8));
+      }
+    }
+    __m256 t = _mm256_setzero_ps();
+    for (int s = 0; s < kStreams; ++s) t = _mm256_add_ps(t, _mm256_add_ps(a[s][0], a[s][1]));
+    partial[(b / 1024) % partial.size()] = _mm256_cvtss_f32(t);
+  });
+  return partial[0];
+}
+
+struct BandwidthBuffer {
+  float* data;
+  size_t n;
+  BandwidthBuffer() {
+    n = kBandwidthBytes / sizeof(float);
+    data = static_cast<float*>(std::aligned_alloc(64, kBandwidthBytes));
+    Pool()->ParallelFor(static_cast<int64_t>(n), 64, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) data[i] = 1.0f;
+    });
+  }
+};
+BandwidthBuffer& BwBuffer() {
+  static BandwidthBuffer* b = new BandwidthBuffer();
+  return *b;
+}
+
+// Each thread runs 10 independent 8-lane FMA chains (enough to cover the FMA latency).
+double FmaOnce(int64_t iters) {
+  std::atomic<int> sink{0};
+  const int threads = Pool()->num_threads();
+  Pool()->ParallelFor(threads, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      __m256 acc[10];
+      for (int i = 0; i < 10; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+      const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+      for (int64_t k = 0; k < iters; ++k) {
+        for (int i = 0; i < 10; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, a);
+      }
+      float s = 0;
+      for (int i = 0; i < 10; ++i) s += _mm256_cvtss_f32(acc[i]);
+      sink += s > 1e30f;
+    }
+  });
+  return static_cast<double>(threads) * iters * 10 * 8 * 2;  // flops
+}
+
+// Median-of-5 measurements taken before the benchmarks run, so ratios can be printed.
+struct Limits {
+  double read_gbps = 0;
+  double fma_gflops = 0;
+};
+Limits& MeasuredLimits() {
+  static Limits limits;
+  return limits;
+}
+
+void MeasureLimits() {
+  BandwidthBuffer& b = BwBuffer();
+  std::vector<double> bw, fl;
+  ReadOnce(b.data, b.n);
+  for (int r = 0; r < 5; ++r) {
+    int64_t t0 = MonotonicNanos();
+    benchmark::DoNotOptimize(ReadOnce(b.data, b.n));
+    bw.push_back(static_cast<double>(kBandwidthBytes) / (MonotonicNanos() - t0));
+    t0 = MonotonicNanos();
+    const double flops = FmaOnce(2'000'000);
+    fl.push_back(flops / (MonotonicNanos() - t0));
+  }
+  std::sort(bw.begin(), bw.end());
+  std::sort(fl.begin(), fl.end());
+  MeasuredLimits() = {bw[2], fl[2]};
+  std::printf("measured limits (%d threads): read bandwidth %.2f GB/s, FMA peak %.2f GFLOP/s\n",
+              Pool()->num_threads(), bw[2], fl[2]);
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  BandwidthBuffer& b = BwBuffer();
+  for (auto _ : state) {
+    const int64_t t0 = MonotonicNanos();
+    benchmark::DoNotOptimize(ReadOnce(b.data, b.n));
+    state.SetIterationTime(static_cast<double>(MonotonicNanos() - t0) * 1e-9);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kBandwidthBytes);
+}
+BENCHMARK(BM_ReadBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_FmaPeak(benchmark::State& state) {
+  double flops = 0;
+  for (auto _ : state) {
+    const int64_t t0 = MonotonicNanos();
+    flops += FmaOnce(1'000'000);
+    state.SetIterationTime(static_cast<double>(MonotonicNanos() - t0) * 1e-9);
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FmaPeak)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// --------------------------------------------------------------------------------------------
+// Products
+
+struct WeightSet {
+  std::vector<std::vector<uint8_t>> data, scales;
+  std::vector<WeightView> views;
+  int64_t bytes_each = 0;
+};
+
+WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footprint) {
+  WeightSet s;
+  const int64_t data_bytes = WeightDataBytes(dtype, N, K);
+  const int64_t scale_count = WeightScaleCount(dtype, N, K);
+  s.bytes_each = data_bytes + scale_count;
+  const int copies =
+      static_cast<int>(std::max<size_t>(1, (min_footprint + s.bytes_each - 1) / s.bytes_each));
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> byte(0, 255), exp(118, 126);
+  for (int c = 0; c < copies; ++c) {
+    std::vector<uint8_t> d(data_bytes), sc(scale_count);
+    if (dtype == WeightDType::kBF16) {
+      auto* p = reinterpret_cast<uint16_t*>(d.data());
+      for (int64_t i = 0; i < N * K; ++i) p[i] = FloatToBf16((byte(rng) - 128) / 4096.0f);
+    } else if (dtype == WeightDType::kF32) {
+      auto* p = reinterpret_cast<float*>(d.data());
+      for (int64_t i = 0; i < N * K; ++i) p[i] = (byte(rng) - 128) / 4096.0f;
+    } else {
+      for (auto& b : d) b = static_cast<uint8_t>(byte(rng) & 0xF7);  // no NaN codes
+    }
+    for (auto& b : sc) b = static_cast<uint8_t>(exp(rng));
+    s.data.push_back(std::move(d));
+    s.scales.push_back(std::move(sc));
+  }
+  for (int c = 0; c < copies; ++c) {
+    s.views.push_back(WeightView{dtype, s.data[c].data(),
+                                 s.scales[c].empty() ? nullptr : s.scales[c].data(),
+                                 ScaleDType::kE8M0, N, K});
+  }
+  return s;
+}
+
+void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  // Decode benches rotate through copies larger than the caches; prefill reuses one matrix
+  // (it is compute-bound by design, and the copies would only cost memory).
+  const bool decode = M <= 4 && N * K >= (int64_t{1} << 22);
+  WeightSet ws = MakeWeights(dtype, N, K, decode ? kMinWeightFootprint : 0);
+  std::vector<float> x(M * K), y(M * N);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  LinearOptions opt;
+  opt.quantize_activations = quantize;
+  Workspace scratch;
+  const size_t bytes = LinearWorkspaceBytes(M, ws.views[0], opt, Pool());
+  void* wsp = scratch.Get(bytes);
+  size_t c = 0;
+  for (auto _ : state) {
+    const int64_t t0 = MonotonicNanos();
+    Linear(x.data(), M, ws.views[c], y.data(), opt, Pool(), wsp, bytes);
+    benchmark::ClobberMemory();
+    state.SetIterationTime(static_cast<double>(MonotonicNanos() - t0) * 1e-9);
+    c = (c + 1) % ws.views.size();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["weight_GBps"] =
+      benchmark::Counter(iters * ws.bytes_each / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(iters * 2.0 * M * N * K / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_LinearBf16(benchmark::State& s) { RunLinear(s, WeightDType::kBF16, false); }
+void BM_LinearF32(benchmark::State& s) { RunLinear(s, WeightDType::kF32, false); }
+void BM_LinearFp8(benchmark::State& s) { RunLinear(s, WeightDType::kFP8Block, true); }
+void BM_LinearMxfp4(benchmark::State& s) { RunLinear(s, WeightDType::kMXFP4, true); }
+
+// Decode: M = 1 (and a small batch of 4), 4096 x 4096.
+BENCHMARK(BM_LinearBf16)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
+BENCHMARK(BM_LinearF32)->Args({1, 4096, 4096})->UseManualTime();
+BENCHMARK(BM_LinearFp8)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
+BENCHMARK(BM_LinearMxfp4)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
+// Cache-resident matrix-vector (256 KiB of FP8): the decode kernels' compute cost alone.
+BENCHMARK(BM_LinearBf16)
+    ->Args({1, 128, 1024})
+    ->Args({96, 64, 256})
+    ->Args({96, 128, 1024})
+    ->UseManualTime();
+BENCHMARK(BM_LinearFp8)->Args({1, 256, 1024})->UseManualTime();
+BENCHMARK(BM_LinearMxfp4)->Args({1, 512, 1024})->UseManualTime();
+// Prefill: M >= 256.
+BENCHMARK(BM_LinearBf16)
+    ->Args({256, 4096, 4096})
+    ->Args({512, 2048, 4096})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LinearFp8)
+    ->Args({256, 4096, 4096})
+    ->Args({512, 2048, 4096})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LinearMxfp4)->Args({256, 4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// Prints each product's achieved fraction of the measured limits after the table, twice:
+// by wall time (the plain definition) and by the calling thread's CPU time (every benchmark
+// splits its work statically over the same pool, so on an oversubscribed machine the ratio of
+// CPU-time rates is the less noisy estimate of what the kernel achieves while it runs).
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      const double real = r.GetAdjustedRealTime(), cpu = r.GetAdjustedCPUTime();
+      const double cpu_factor = cpu > 0 ? real / cpu : 0;
+      const std::string name = r.benchmark_name();
+      if (name.rfind("BM_ReadBandwidth", 0) == 0) {
+        read_cpu_gbps_ = kBandwidthBytes / (r.GetAdjustedCPUTime() * 1e-3) / 1e9;
+        if (r.time_unit != benchmark::kMillisecond) read_cpu_gbps_ = 0;
+      }
+      if (name.rfind("BM_FmaPeak", 0) == 0) {
+        auto gf = r.counters.find("GFLOPs");
+        if (gf != r.counters.end()) fma_cpu_gflops_ = gf->second.value * cpu_factor;
+      }
+      auto gb = r.counters.find("weight_GBps");
+      auto gf = r.counters.find("GFLOPs");
+      if (gb == r.counters.end() || gf == r.counters.end()) continue;
+      const Limits& lim = MeasuredLimits();
+      // Counters are already rates per second of (manually timed) wall time.
+      std::printf(
+          "  -> %s: wall: %.2f GB/s = %.0f%% of read bandwidth, %.2f GFLOP/s = %.0f%% of "
+          "FMA peak\n",
+          name.c_str(), gb->second.value, 100.0 * gb->second.value / lim.read_gbps,
+          gf->second.value, 100.0 * gf->second.value / lim.fma_gflops);
+      if (read_cpu_gbps_ > 0 && fma_cpu_gflops_ > 0 && cpu_factor > 0) {
+        std::printf("     cpu-time: %.2f GB/s = %.0f%% of %.2f, %.2f GFLOP/s = %.0f%% of %.2f\n",
+                    gb->second.value * cpu_factor,
+                    100.0 * gb->second.value * cpu_factor / read_cpu_gbps_, read_cpu_gbps_,
+                    gf->second.value * cpu_factor,
+                    100.0 * gf->second.value * cpu_factor / fma_cpu_gflops_, fma_cpu_gflops_);
+      }
+    }
+  }
+
+ private:
+  double read_cpu_gbps_ = 0;
+  double fma_cpu_gflops_ = 0;
+};
+
+}  // namespace
+}  // namespace deepinfer::kernels
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  deepinfer::kernels::MeasureLimits();
+  deepinfer::kernels::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

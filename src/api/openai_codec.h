@@ -1,0 +1,160 @@
+// JSON glue for the OpenAI-compatible API (shared/spec/protocol.md §3.1, §3.4): request bodies
+// -> native requests (strict types: a known field of the wrong type is a 400 naming the param;
+// unknown fields are ignored, as vLLM does) and native results -> response / SSE chunk bodies
+// with OpenAI's exact field names.
+//
+// Chat messages become a protocol::Conversation (protocol/conversation.h), so the DeepSeek
+// encoder sees no JSON. Everything here is pure functions over values: no engine, no I/O.
+// Errors: InvalidArgument with WithParam() set (api/errors.h); Unimplemented for recognised but
+// unsupported shapes (batched prompts).
+#ifndef DEEPINFER_API_OPENAI_CODEC_H_
+#define DEEPINFER_API_OPENAI_CODEC_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "protocol/conversation.h"
+
+namespace deepinfer::api {
+
+// Sampling knobs shared by both endpoints, as the client sent them (validated ranges).
+struct SamplingFields {
+  std::optional<double> temperature;         // [0, 2]
+  std::optional<double> top_p;               // (0, 1]
+  std::optional<int> top_k;                  // vLLM extension; -1 = off
+  std::optional<double> min_p;               // vLLM extension
+  double presence_penalty = 0.0;             // [-2, 2]
+  double frequency_penalty = 0.0;            // [-2, 2]
+  std::optional<double> repetition_penalty;  // vLLM extension
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  int n = 1;  // [1, 128]
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;      // non-empty strings
+  std::optional<int64_t> max_tokens;  // >= 1 (max_completion_tokens wins over max_tokens)
+  std::optional<int64_t> min_tokens;  // vLLM extension
+  bool ignore_eos = false;            // vLLM extension
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// POST /v1/chat/completions.
+struct ChatCompletionRequest {
+  std::string model;  // "" when absent
+  protocol::Conversation conversation;
+  // DeepSeek `thinking: {"type": "enabled"|"disabled"}`, also accepted as
+  // `chat_template_kwargs.thinking` / `enable_thinking`; nullopt = model default.
+  std::optional<bool> thinking;
+  // `reasoning_effort` as sent ("" = absent). "none" means thinking off.
+  std::string reasoning_effort;
+  bool logprobs = false;
+  int top_logprobs = 0;  // [0, 20]; requires logprobs
+  SamplingFields sampling;
+};
+
+// POST /v1/completions.
+struct CompletionRequest {
+  std::string model;
+  // Exactly one of: prompt text, or prompt token ids.
+  bool prompt_is_ids = false;
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  bool echo = false;
+  std::optional<int> logprobs;  // [0, 20]
+  SamplingFields sampling;
+};
+
+// Parsing. `body` is the raw request body. Errors name the parameter (WithParam).
+absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body);
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body);
+
+// --- Responses -------------------------------------------------------------------------------
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t reasoning_tokens = 0;
+};
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
+// {"cached_tokens"}, "completion_tokens_details": {"reasoning_tokens"}} plus DeepSeek's
+// prompt_cache_hit_tokens / prompt_cache_miss_tokens (their sum is prompt_tokens).
+nlohmann::ordered_json UsageJson(const Usage& usage);
+
+// One token's logprob entry for Chat Completions:
+// {"token", "logprob", "bytes": [...], "top_logprobs": [{"token", "logprob", "bytes"}]}.
+// `token_bytes` is the token's raw output bytes (may be an incomplete UTF-8 sequence; the
+// "token" string then carries U+FFFD, "bytes" the exact bytes).
+struct TokenLogprobText {
+  std::string bytes;
+  double logprob = 0.0;
+  std::vector<std::pair<std::string, double>> top;  // (bytes, logprob), most likely first
+};
+nlohmann::ordered_json ChatLogprobEntry(const TokenLogprobText& t, bool with_top);
+
+// Completions logprobs object {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
+// Entries with `has_logprob == false` (the first echoed prompt token) render null.
+struct CompletionLogprobs {
+  std::vector<std::string> tokens;
+  std::vector<std::optional<double>> token_logprobs;
+  std::vector<std::optional<std::vector<std::pair<std::string, double>>>> top_logprobs;
+  std::vector<int64_t> text_offset;
+};
+nlohmann::ordered_json CompletionLogprobsJson(const CompletionLogprobs& lp);
+
+// A complete assistant message of a non-streaming chat choice.
+struct ChatToolCallOut {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+struct ChatChoiceOut {
+  int index = 0;
+  std::optional<std::string> content;            // null when absent (e.g. only tool calls)
+  std::optional<std::string> reasoning_content;  // omitted when nullopt
+  std::vector<ChatToolCallOut> tool_calls;
+  std::string finish_reason;                       // "stop", "length", "tool_calls"
+  std::optional<nlohmann::ordered_json> logprobs;  // {"content": [...]} or null
+};
+
+// The object skeletons. `created` is Unix seconds.
+nlohmann::ordered_json ChatCompletionJson(const std::string& id, int64_t created,
+                                          const std::string& model,
+                                          const std::vector<ChatChoiceOut>& choices,
+                                          const Usage& usage);
+// One chat.completion.chunk with a single choice; `delta` is the delta object.
+// `finish_reason` empty = null. `usage_null` adds "usage": null (stream_options.include_usage).
+nlohmann::ordered_json ChatChunkJson(const std::string& id, int64_t created,
+                                     const std::string& model, int index,
+                                     nlohmann::ordered_json delta, const std::string& finish_reason,
+                                     std::optional<nlohmann::ordered_json> logprobs,
+                                     bool usage_null);
+// The final usage chunk: "choices": [] and "usage": {...}.
+nlohmann::ordered_json ChatUsageChunkJson(const std::string& id, int64_t created,
+                                          const std::string& model, const Usage& usage);
+
+struct CompletionChoiceOut {
+  int index = 0;
+  std::string text;
+  std::string finish_reason;  // "" = null (stream chunks before the end)
+  std::optional<nlohmann::ordered_json> logprobs;
+};
+nlohmann::ordered_json CompletionJson(const std::string& id, int64_t created,
+                                      const std::string& model,
+                                      const std::vector<CompletionChoiceOut>& choices,
+                                      const std::optional<Usage>& usage);
+
+// "data: <json>\n\n" (JSON dumped compactly; invalid UTF-8 replaced, never thrown).
+std::string SseEvent(const nlohmann::ordered_json& j);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+// Compact dump that never throws (invalid UTF-8 becomes U+FFFD).
+std::string DumpJson(const nlohmann::ordered_json& j);
+
+}  // namespace deepinfer::api
+
+#endif  // DEEPINFER_API_OPENAI_CODEC_H_

@@ -1,0 +1,177 @@
+#include "api/openai_codec.h"
+
+#include "api/errors.h"
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace deepinfer::api {
+namespace {
+
+using ::deepinfer::testing::StatusIs;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+// Request shapes are the ones the official openai SDK sends (OpenAI API reference).
+TEST(OpenAiCodecTest, ParsesAFullChatRequest) {
+  ASSERT_OK_AND_ASSIGN(ChatCompletionRequest r, ParseChatCompletionRequest(R"({
+    "model": "m", "messages": [
+      {"role": "system", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "there"}]},
+      {"role": "assistant", "content": null, "reasoning_content": "r",
+       "tool_calls": [{"id": "call_1", "type": "function",
+                       "function": {"name": "get", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+    "tools": [{"type": "function", "function": {"name": "get", "description": "d",
+               "parameters": {"type": "object", "properties": {}}}}],
+    "tool_choice": "auto", "thinking": {"type": "disabled"}, "stop": ["x", ""],
+    "max_completion_tokens": 7, "max_tokens": 99, "temperature": 0, "top_p": 0.5, "n": 2,
+    "seed": 42, "logprobs": true, "top_logprobs": 3, "stream": true,
+    "stream_options": {"include_usage": true}, "response_format": {"type": "json_object"},
+    "some_unknown_field": {"ignored": true}})"));
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.conversation.messages.size(), 4u);
+  EXPECT_EQ(r.conversation.messages[1].JoinedText(), "hi\n\nthere");
+  ASSERT_EQ(r.conversation.messages[2].tool_calls.size(), 1u);
+  EXPECT_EQ(r.conversation.messages[2].tool_calls[0].arguments.Dump(), R"({"city": "Paris"})");
+  EXPECT_EQ(r.conversation.messages[2].reasoning_content, "r");
+  EXPECT_EQ(r.conversation.messages[3].tool_call_id, "call_1");
+  ASSERT_EQ(r.conversation.tools.size(), 1u);
+  EXPECT_EQ(r.conversation.tools[0].name, "get");
+  EXPECT_TRUE(r.conversation.response_format.has_value());
+  EXPECT_EQ(r.thinking, false);
+  EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(r.sampling.max_tokens, 7);  // max_completion_tokens wins
+  EXPECT_EQ(r.sampling.temperature, 0.0);
+  EXPECT_EQ(r.sampling.n, 2);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_TRUE(r.sampling.stream);
+  EXPECT_TRUE(r.sampling.include_usage);
+}
+
+TEST(OpenAiCodecTest, WrongTypesAre400NamingTheParam) {
+  struct Case {
+    const char* body;
+    const char* param;
+  } cases[] = {
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": "10"})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", "temperature"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})", "temperature"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 0})", "n"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"messages": [{"content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "model": 3})", "model"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", "stop"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [], "model": "m"})", "messages"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ChatCompletionRequest> r = ParseChatCompletionRequest(c.body);
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument)) << c.body;
+    EXPECT_EQ(ErrorParam(r.status()), c.param) << c.body;
+  }
+}
+
+TEST(OpenAiCodecTest, MalformedJsonIs400) {
+  EXPECT_THAT(ParseChatCompletionRequest("{\"messages\": ["),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("JSON")));
+  EXPECT_THAT(ParseChatCompletionRequest("[1, 2]"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseCompletionRequest(""), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(OpenAiCodecTest, ToolArgumentsThatAreNotAnObjectAreRejected) {
+  absl::StatusOr<ChatCompletionRequest> r = ParseChatCompletionRequest(R"({"messages": [
+      {"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+       "function": {"name": "f", "arguments": "[1,2]"}}]}]})");
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(ErrorParam(r.status()), "messages[0].tool_calls[0].function.arguments");
+}
+
+TEST(OpenAiCodecTest, ParsesCompletionPromptShapes) {
+  ASSERT_OK_AND_ASSIGN(
+      CompletionRequest a,
+      ParseCompletionRequest(
+          R"({"model": "m", "prompt": "Once", "echo": true, "logprobs": 2, "max_tokens": 5})"));
+  EXPECT_FALSE(a.prompt_is_ids);
+  EXPECT_EQ(a.prompt_text, "Once");
+  EXPECT_TRUE(a.echo);
+  EXPECT_EQ(a.logprobs, 2);
+  ASSERT_OK_AND_ASSIGN(CompletionRequest b, ParseCompletionRequest(R"({"prompt": [1, 2, 3]})"));
+  EXPECT_TRUE(b.prompt_is_ids);
+  EXPECT_EQ(b.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_OK_AND_ASSIGN(CompletionRequest c, ParseCompletionRequest(R"({"prompt": ["x"]})"));
+  EXPECT_EQ(c.prompt_text, "x");
+  EXPECT_THAT(ParseCompletionRequest(R"({"prompt": ""})"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseCompletionRequest(R"({"prompt": []})"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseCompletionRequest(R"({"prompt": [1, -2]})"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseCompletionRequest(R"({"prompt": ["a", "b"]})"),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(ParseCompletionRequest(R"({"model": "m"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(OpenAiCodecTest, ChatCompletionJsonHasOpenAiFields) {
+  ChatChoiceOut c;
+  c.index = 0;
+  c.tool_calls.push_back({"call_1", "get", R"({"a": 1})"});
+  c.reasoning_content = "think";
+  c.finish_reason = "tool_calls";
+  Usage u{10, 5, 2, 3};
+  Json j = Json::parse(DumpJson(ChatCompletionJson("chatcmpl-1", 7, "m", {c}, u)));
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["created"], 7);
+  EXPECT_TRUE(j["choices"][0]["message"]["content"].is_null());
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["message"]["reasoning_content"], "think");
+  EXPECT_EQ(j["choices"][0]["message"]["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], R"({"a": 1})");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(j["usage"]["total_tokens"], 15);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+  EXPECT_EQ(j["usage"]["completion_tokens_details"]["reasoning_tokens"], 3);
+  EXPECT_EQ(j["usage"]["prompt_cache_miss_tokens"], 8);
+}
+
+TEST(OpenAiCodecTest, ChunksAndSseFraming) {
+  Json chunk = ChatChunkJson("id", 1, "m", 1, {{"content", "hi"}}, "", std::nullopt, true);
+  EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunk["choices"][0]["index"], 1);
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(chunk.contains("usage") && chunk["usage"].is_null());
+  Json usage = ChatUsageChunkJson("id", 1, "m", Usage{1, 2, 0, 0});
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 3);
+  EXPECT_EQ(SseEvent(Json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(kSseDone, "data: [DONE]\n\n");
+}
+
+TEST(OpenAiCodecTest, LogprobEntriesCarryExactBytes) {
+  // A lone UTF-8 lead byte: "token" shows U+FFFD, "bytes" keeps the byte (OpenAI semantics).
+  Json e = Json::parse(DumpJson(ChatLogprobEntry({"\xE4", -0.5, {{"a", -1.0}}}, true)));
+  EXPECT_EQ(e["token"], "\xEF\xBF\xBD");
+  EXPECT_EQ(e["bytes"], Json::array({0xE4}));
+  EXPECT_EQ(e["logprob"], -0.5);
+  EXPECT_EQ(e["top_logprobs"][0]["token"], "a");
+  CompletionLogprobs lp;
+  lp.tokens = {"a", "b"};
+  lp.token_logprobs = {std::nullopt, -1.5};
+  lp.top_logprobs = {std::nullopt, std::vector<std::pair<std::string, double>>{{"b", -1.5}}};
+  lp.text_offset = {0, 1};
+  Json c = CompletionLogprobsJson(lp);
+  EXPECT_TRUE(c["token_logprobs"][0].is_null());
+  EXPECT_EQ(c["token_logprobs"][1], -1.5);
+  EXPECT_EQ(c["top_logprobs"][1]["b"], -1.5);
+  EXPECT_EQ(c["text_offset"], Json::array({0, 1}));
+}
+
+}  // namespace
+}  // namespace deepinfer::api

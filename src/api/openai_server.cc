@@ -1,0 +1,1053 @@
+#include "api/openai_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <functional>
+#include <mutex>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "api/errors.h"
+#include "api/openai_codec.h"
+#include "api/stop_matcher.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "model/kv_layout.h"
+#include "structured/compiler.h"
+
+namespace deepinfer::api {
+namespace {
+
+using OJson = nlohmann::ordered_json;
+using engine::StepOutput;
+
+int64_t UnixSeconds() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// "<prefix><24 random alphanumerics>", unique enough to key live engine requests.
+std::string RandomId(std::string_view prefix) {
+  static constexpr char kAlphabet[] =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                   static_cast<uint64_t>(MonotonicNanos()));
+  std::string id(prefix);
+  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
+  return id;
+}
+
+void SendJson(http::ResponseWriter& w, int status, const OJson& j) {
+  w.Send(status, "application/json", DumpJson(j));
+}
+
+void SendError(http::ResponseWriter& w, const absl::Status& status) {
+  const int http_status = ErrorInfoFor(status.code()).http_status;
+  // Rejected requests get their log line here (generation requests log in Impl::Finish).
+  LOG(INFO) << "request rejected: status=" << http_status << " " << status.message();
+  w.Send(http_status, "application/json", OpenAiErrorJson(status));
+}
+
+// Wraps the transport writer to remember the HTTP status the handler answered with.
+class RecordingWriter : public http::ResponseWriter {
+ public:
+  explicit RecordingWriter(http::ResponseWriter& inner) : inner_(inner) {}
+  void Send(int status, std::string_view content_type, std::string body,
+            const std::map<std::string, std::string>& extra_headers) override {
+    status_ = status;
+    inner_.Send(status, content_type, std::move(body), extra_headers);
+  }
+  bool BeginStream(int status, std::string_view content_type) override {
+    status_ = status;
+    return inner_.BeginStream(status, content_type);
+  }
+  bool WriteChunk(std::string_view data) override { return inner_.WriteChunk(data); }
+  void EndStream() override { inner_.EndStream(); }
+  bool ClientClosed() override { return inner_.ClientClosed(); }
+  int status() const { return status_; }
+  // Overrides the recorded status (e.g. 499 when the client left mid-stream).
+  void set_status(int status) { status_ = status; }
+
+ private:
+  http::ResponseWriter& inner_;
+  int status_ = 0;
+};
+
+std::string ChatFinishReason(protocol::FinishReason r) {
+  switch (r) {
+    case protocol::FinishReason::kLength:
+      return "length";
+    case protocol::FinishReason::kToolCalls:
+      return "tool_calls";
+    default:
+      return "stop";  // EOS, stop string, cancelled, malformed tool call (logged)
+  }
+}
+
+protocol::StreamEnd StreamEndFor(engine::FinishReason r) {
+  switch (r) {
+    case engine::FinishReason::kLength:
+      return protocol::StreamEnd::kLength;
+    case engine::FinishReason::kAbort:
+      return protocol::StreamEnd::kCancelled;
+    default:
+      return protocol::StreamEnd::kEndOfSequence;
+  }
+}
+
+// Timing and token counts of one generation request, for the log line and the metrics.
+struct RequestRecord {
+  std::string id;
+  std::string route;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t arrival_ns = 0;
+  int64_t first_token_ns = 0;  // 0 = no token
+  int64_t last_token_ns = 0;
+  void Observe(const StepOutput& o) {
+    if (arrival_ns == 0) arrival_ns = o.arrival_ns;
+    prompt_tokens = o.prompt_tokens;
+    cached_tokens = o.cached_tokens;
+    generated_tokens += static_cast<int64_t>(o.token_ids.size());
+    if (o.first_token_ns > 0 && (first_token_ns == 0 || o.first_token_ns < first_token_ns)) {
+      first_token_ns = o.first_token_ns;
+    }
+    if (!o.token_ids.empty()) last_token_ns = std::max(last_token_ns, o.now_ns);
+  }
+};
+
+}  // namespace
+
+struct ApiServer::Impl {
+  explicit Impl(ApiServer* server) : s(server) {
+    http::MetricsRegistry& m = s->metrics_;
+    prompt_tokens =
+        m.GetCounter("deepinfer_prompt_tokens_total", "Prompt tokens of finished requests.");
+    generation_tokens =
+        m.GetCounter("deepinfer_generation_tokens_total", "Generated tokens of finished requests.");
+    ttft = m.GetHistogram("deepinfer_time_to_first_token_seconds",
+                          "Time from arrival to the first generated token.",
+                          http::Histogram::LatencyBucketsSeconds());
+    tpot = m.GetHistogram("deepinfer_time_per_output_token_seconds",
+                          "Mean time between generated tokens of a request (after the first).",
+                          http::Histogram::TokenLatencyBucketsSeconds());
+    e2e = m.GetHistogram("deepinfer_e2e_request_latency_seconds",
+                         "Time from arrival to the end of a generation request.",
+                         http::Histogram::LatencyBucketsSeconds());
+    running = m.GetGauge("deepinfer_num_requests_running", "Sequences holding KV in the engine.");
+    waiting = m.GetGauge("deepinfer_num_requests_waiting", "Sequences waiting for admission.");
+    kv_used = m.GetGauge("deepinfer_kv_blocks_used", "KV cache blocks (128 tokens) in use.");
+    kv_total = m.GetGauge("deepinfer_kv_blocks_total", "KV cache blocks (128 tokens) in total.");
+    kv_usage = m.GetGauge("deepinfer_kv_cache_usage_ratio", "Fraction of KV blocks in use.");
+    in_flight = m.GetGauge("deepinfer_http_requests_in_flight", "HTTP requests being handled.");
+  }
+
+  // The compiled grammar for a Chat-shaped response_format (json_object / json_schema),
+  // compiled off the engine thread by the grammar compiler (created on first use) and cached.
+  // Errors: InvalidArgument naming the unsupported schema keyword (-> 400).
+  absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> GrammarFor(
+      const protocol::ResponseFormat& format);
+  std::mutex grammar_mu;
+  std::unique_ptr<structured::GrammarCompiler> grammar_compiler;  // guarded by grammar_mu
+
+  void Route(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleChat(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleCompletion(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleTokenize(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleDetokenize(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleModels(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleMetrics(RecordingWriter& w);
+
+  absl::Status CheckAuth(const http::HttpRequest& req) const;
+  absl::Status CheckModel(const std::string& model) const;
+  std::string ModelName(const std::string& requested) const {
+    return s->options_.served_model_name.empty() ? requested : s->options_.served_model_name;
+  }
+  // SamplingParams for a prompt of `prompt_len` tokens, with the context / KV checks.
+  absl::StatusOr<engine::SamplingParams> BuildParams(const SamplingFields& f, int64_t prompt_len,
+                                                     const char* prompt_param,
+                                                     int64_t default_max_tokens) const;
+  absl::StatusOr<std::shared_ptr<engine::RequestStream>> Submit(engine::GenerateRequest request);
+
+  enum class PumpEnd { kDone, kClientGone };
+  // Feeds every StepOutput to `on_output` until `done()` or the stream ends. Aborts the engine
+  // request when the client disconnects (on_output returns false or ClientClosed()) or when
+  // done() turns true before the engine finished (stop strings).
+  PumpEnd Pump(engine::RequestStream& stream, http::ResponseWriter& w,
+               const std::function<bool(StepOutput&)>& on_output,
+               const std::function<bool()>& done);
+
+  void Finish(const RequestRecord& r, int status);
+
+  std::string TokenText(int32_t id) const { return std::string(s->tokenizer_->TokenBytes(id)); }
+  std::vector<std::pair<std::string, double>> TopText(
+      const std::vector<std::pair<int32_t, float>>& top) const {
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& [id, lp] : top) out.emplace_back(TokenText(id), lp);
+    return out;
+  }
+
+  ApiServer* s;
+  http::Counter* prompt_tokens;
+  http::Counter* generation_tokens;
+  http::Histogram* ttft;
+  http::Histogram* tpot;
+  http::Histogram* e2e;
+  http::Gauge* running;
+  http::Gauge* waiting;
+  http::Gauge* kv_used;
+  http::Gauge* kv_total;
+  http::Gauge* kv_usage;
+  http::Gauge* in_flight;
+};
+
+ApiServer::ApiServer(engine::Engine* engine, const Tokenizer* tokenizer, ApiServerOptions options)
+    : engine_(engine), tokenizer_(tokenizer), options_(std::move(options)) {
+  const model::ModelInfo& info = engine_->model_info();
+  absl::StatusOr<protocol::ModelFamily> family =
+      protocol::ModelFamilyFromModelType(info.model_type);
+  if (!family.ok()) {
+    chat_unavailable_ = absl::StrCat("This model (model_type '", info.model_type,
+                                     "') has no chat template; chat completions are not "
+                                     "available. Use /v1/completions instead.");
+  } else {
+    absl::StatusOr<protocol::MarkerIds> markers = protocol::MarkerIds::FromTokenizer(*tokenizer_);
+    if (!markers.ok()) {
+      chat_unavailable_ = absl::StrCat(
+          "This model has no usable chat template: its tokenizer lacks a control token (",
+          markers.status().message(), "). Use /v1/completions instead.");
+    } else {
+      family_ = *family;
+      markers_ = *markers;
+    }
+  }
+  impl_ = std::make_unique<Impl>(this);
+}
+
+ApiServer::~ApiServer() = default;
+
+std::pair<std::string, std::string> ApiServer::TransportErrorBody(int status,
+                                                                  const std::string& message) {
+  std::string code = status == 413 ? "request_too_large" : "";
+  return {"application/json", OpenAiErrorJson(status, message, code)};
+}
+
+void ApiServer::Handle(const http::HttpRequest& request, http::ResponseWriter& writer) {
+  RecordingWriter w(writer);
+  impl_->in_flight->Add(1);
+  impl_->Route(request, w);
+  impl_->in_flight->Add(-1);
+  std::string route = request.path;
+  // Bound the label set: unknown paths share one label value.
+  static const char* kKnown[] = {
+      "/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize",
+      "/detokenize",          "/health",         "/metrics"};
+  if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) {
+    route = absl::StartsWith(AbslView(route), "/v1/models/") ? "/v1/models" : "other";
+  }
+  metrics_
+      .GetCounter("deepinfer_http_requests_total", "HTTP requests by route and status.",
+                  {{"route", route}, {"status", std::to_string(w.status())}})
+      ->Inc();
+}
+
+void ApiServer::Impl::Route(const http::HttpRequest& req, RecordingWriter& w) {
+  const std::string& p = req.path;
+  auto method_is = [&](const char* m) {
+    if (req.method == m) return true;
+    SendError(
+        w, WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                             "Method ", req.method, " is not allowed for ", p, " (use ", m, ")")),
+                         "method_not_allowed"));
+    return false;
+  };
+  if (p == "/health") {
+    if (!method_is("GET")) return;
+    if (s->shutting_down_) {
+      SendError(w, absl::UnavailableError("the server is shutting down"));
+    } else {
+      SendJson(w, 200, {{"status", "ok"}});
+    }
+    return;
+  }
+  if (p == "/metrics") {
+    if (method_is("GET")) HandleMetrics(w);
+    return;
+  }
+  bool api_route = p == "/v1/chat/completions" || p == "/v1/completions" || p == "/v1/models" ||
+                   absl::StartsWith(AbslView(p), "/v1/models/") || p == "/tokenize" ||
+                   p == "/detokenize";
+  if (!api_route) {
+    SendError(w, absl::NotFoundError(absl::StrCat("Invalid URL (", req.method, " ", p, ")")));
+    return;
+  }
+  if (absl::Status auth = CheckAuth(req); !auth.ok()) {
+    SendError(w, auth);
+    return;
+  }
+  if (p == "/v1/chat/completions") {
+    if (method_is("POST")) HandleChat(req, w);
+  } else if (p == "/v1/completions") {
+    if (method_is("POST")) HandleCompletion(req, w);
+  } else if (p == "/tokenize") {
+    if (method_is("POST")) HandleTokenize(req, w);
+  } else if (p == "/detokenize") {
+    if (method_is("POST")) HandleDetokenize(req, w);
+  } else {
+    if (method_is("GET")) HandleModels(req, w);
+  }
+}
+
+absl::Status ApiServer::Impl::CheckAuth(const http::HttpRequest& req) const {
+  const std::string& key = s->options_.api_key;
+  if (key.empty()) return absl::OkStatus();
+  std::string auth = req.Header("authorization");
+  if (auth.empty()) {
+    return WithErrorCode(
+        absl::UnauthenticatedError("You didn't provide an API key. You need to provide your API "
+                                   "key in an Authorization header using Bearer auth (i.e. "
+                                   "Authorization: Bearer YOUR_KEY)."),
+        "invalid_api_key");
+  }
+  const std::string prefix = "Bearer ";
+  std::string given = absl::StartsWith(AbslView(auth), prefix) ? auth.substr(prefix.size()) : "";
+  // Compare every byte so the time does not depend on where the first difference is.
+  bool equal = given.size() == key.size();
+  unsigned char diff = 0;
+  for (size_t i = 0; i < given.size(); ++i) diff |= given[i] ^ key[i % key.size()];
+  if (!equal || diff != 0) {
+    return WithErrorCode(absl::UnauthenticatedError("Incorrect API key provided."),
+                         "invalid_api_key");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApiServer::Impl::CheckModel(const std::string& model) const {
+  const std::string& served = s->options_.served_model_name;
+  if (model.empty() || served.empty() || model == served) return absl::OkStatus();
+  return WithParam(WithErrorCode(absl::NotFoundError(absl::StrCat(
+                                     "The model `", model, "` does not exist. This server serves `",
+                                     served, "`.")),
+                                 "model_not_found"),
+                   "model");
+}
+
+absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> ApiServer::Impl::GrammarFor(
+    const protocol::ResponseFormat& format) {
+  nlohmann::json f = nlohmann::json::parse(format.format.Dump(), nullptr, false);
+  if (f.is_discarded() || !f.is_object()) {
+    return absl::InvalidArgumentError("response_format must be an object");
+  }
+  structured::ConstraintSpec spec;
+  const std::string type = f.value("type", "");
+  if (type == "json_schema") {
+    const nlohmann::json& js = f["json_schema"];
+    if (js.is_object() && js.contains("schema")) {
+      spec.kind = structured::ConstraintSpec::Kind::kJsonSchema;
+      spec.text = js["schema"].dump();
+    } else {
+      spec.kind = structured::ConstraintSpec::Kind::kJsonObject;
+    }
+  } else {
+    spec.kind = structured::ConstraintSpec::Kind::kJsonObject;
+  }
+  structured::GrammarCompiler* compiler;
+  {
+    std::lock_guard<std::mutex> lock(grammar_mu);
+    if (!grammar_compiler) {
+      std::vector<int32_t> eos = s->engine_->model_info().eos_token_ids;
+      if (s->tokenizer_->eos_id() >= 0) eos.push_back(s->tokenizer_->eos_id());
+      auto vocab = std::make_shared<structured::VocabularyIndex>(structured::VocabularyFromTokenizer(
+          *s->tokenizer_, s->engine_->model_info().vocab_size, eos));
+      grammar_compiler = std::make_unique<structured::GrammarCompiler>(
+          std::move(vocab), structured::GrammarCompiler::Options{});
+    }
+    compiler = grammar_compiler.get();
+  }
+  return compiler->Get(spec);
+}
+
+absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
+    const SamplingFields& f, int64_t prompt_len, const char* prompt_param,
+    int64_t default_max_tokens) const {
+  const int64_t max_ctx = s->engine_->model_info().max_context;
+  const engine::EngineStats stats = s->engine_->Stats();
+  const int64_t kv_tokens = stats.kv_blocks_total * model::kBlockTokens;
+  if (prompt_len >= max_ctx) {
+    return WithParam(
+        WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                          "This model's maximum context length is ", max_ctx,
+                          " tokens. However, your ", prompt_param, " resulted in ", prompt_len,
+                          " tokens. Please reduce the length of the ", prompt_param, ".")),
+                      "context_length_exceeded"),
+        prompt_param);
+  }
+  if (kv_tokens > 0 && prompt_len >= kv_tokens) {
+    return WithParam(WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                                       "Your ", prompt_param, " resulted in ", prompt_len,
+                                       " tokens, more than the KV cache of this server holds (",
+                                       kv_tokens, " tokens).")),
+                                   "context_length_exceeded"),
+                     prompt_param);
+  }
+  int64_t limit = max_ctx;
+  if (kv_tokens > 0) limit = std::min(limit, kv_tokens);
+  int64_t max_tokens = 0;
+  if (f.max_tokens) {
+    if (prompt_len + *f.max_tokens > max_ctx) {
+      return WithParam(
+          WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                            "This model's maximum context length is ", max_ctx,
+                            " tokens. However, you requested ", prompt_len + *f.max_tokens,
+                            " tokens (", prompt_len, " in the ", prompt_param, ", ", *f.max_tokens,
+                            " in the completion). Please reduce the length of the ", prompt_param,
+                            " or completion.")),
+                        "context_length_exceeded"),
+          "max_tokens");
+    }
+    if (prompt_len + *f.max_tokens > limit) {
+      return WithParam(absl::InvalidArgumentError(absl::StrCat(
+                           "You requested ", prompt_len + *f.max_tokens, " tokens (", prompt_len,
+                           " in the ", prompt_param, ", ", *f.max_tokens,
+                           " in the completion), more than the KV cache of this server holds (",
+                           kv_tokens, " tokens).")),
+                       "max_tokens");
+    }
+    max_tokens = *f.max_tokens;
+  } else {
+    max_tokens = limit - prompt_len;
+    if (default_max_tokens > 0) max_tokens = std::min(max_tokens, default_max_tokens);
+  }
+  engine::SamplingParams p;
+  p.temperature = static_cast<float>(f.temperature.value_or(1.0));
+  p.top_p = static_cast<float>(f.top_p.value_or(1.0));
+  if (f.top_k) p.top_k = *f.top_k;
+  if (f.min_p) p.min_p = static_cast<float>(*f.min_p);
+  p.presence_penalty = static_cast<float>(f.presence_penalty);
+  p.frequency_penalty = static_cast<float>(f.frequency_penalty);
+  if (f.repetition_penalty) p.repetition_penalty = static_cast<float>(*f.repetition_penalty);
+  p.logit_bias = f.logit_bias;
+  p.n = f.n;
+  p.seed = f.seed;
+  p.max_tokens = static_cast<int>(std::min<int64_t>(max_tokens, INT32_MAX));
+  if (f.min_tokens) p.min_tokens = static_cast<int>(std::min<int64_t>(*f.min_tokens, p.max_tokens));
+  p.ignore_eos = f.ignore_eos;
+  return p;
+}
+
+absl::StatusOr<std::shared_ptr<engine::RequestStream>> ApiServer::Impl::Submit(
+    engine::GenerateRequest request) {
+  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
+      s->engine_->Submit(std::move(request));
+  if (stream.ok()) return stream;
+  const absl::Status& st = stream.status();
+  if (st.code() == absl::StatusCode::kFailedPrecondition) {
+    return absl::UnavailableError(
+        absl::StrCat("the engine is not accepting requests: ", st.message()));
+  }
+  if (st.code() == absl::StatusCode::kResourceExhausted) {
+    return WithErrorCode(absl::ResourceExhaustedError(absl::StrCat(
+                             "The server is overloaded: ", st.message(), ". Retry later.")),
+                         "overloaded");
+  }
+  return st;
+}
+
+ApiServer::Impl::PumpEnd ApiServer::Impl::Pump(engine::RequestStream& stream,
+                                               http::ResponseWriter& w,
+                                               const std::function<bool(StepOutput&)>& on_output,
+                                               const std::function<bool()>& done) {
+  const int poll_ms = std::max(1, s->options_.poll_interval_ms);
+  int64_t last_check = MonotonicNanos();
+  for (;;) {
+    if (done()) {
+      if (!stream.finished()) s->engine_->Abort(stream.request_id());
+      return PumpEnd::kDone;
+    }
+    std::optional<StepOutput> out = stream.Next(std::chrono::milliseconds(poll_ms));
+    if (out) {
+      if (!on_output(*out)) {
+        s->engine_->Abort(stream.request_id());
+        return PumpEnd::kClientGone;
+      }
+    } else if (stream.finished()) {
+      return PumpEnd::kDone;
+    }
+    int64_t now = MonotonicNanos();
+    if (!out || now - last_check > int64_t{poll_ms} * 1000000) {
+      last_check = now;
+      if (w.ClientClosed()) {
+        s->engine_->Abort(stream.request_id());
+        return PumpEnd::kClientGone;
+      }
+    }
+  }
+}
+
+void ApiServer::Impl::Finish(const RequestRecord& r, int status) {
+  const int64_t now = MonotonicNanos();
+  const double total_s = r.arrival_ns > 0 ? (now - r.arrival_ns) * 1e-9 : 0.0;
+  const double ttft_s = r.first_token_ns > 0 ? (r.first_token_ns - r.arrival_ns) * 1e-9 : -1;
+  const double tpot_s = r.generated_tokens > 1 && r.last_token_ns > r.first_token_ns
+                            ? (r.last_token_ns - r.first_token_ns) * 1e-9 /
+                                  static_cast<double>(r.generated_tokens - 1)
+                            : -1;
+  prompt_tokens->Inc(static_cast<double>(r.prompt_tokens));
+  generation_tokens->Inc(static_cast<double>(r.generated_tokens));
+  if (ttft_s >= 0) ttft->Observe(ttft_s);
+  if (tpot_s >= 0) tpot->Observe(tpot_s);
+  e2e->Observe(total_s);
+  LOG(INFO) << "request " << r.id << " " << r.route << " status=" << status
+            << " prompt_tokens=" << r.prompt_tokens << " cached_tokens=" << r.cached_tokens
+            << " generated_tokens=" << r.generated_tokens
+            << " ttft_ms=" << (ttft_s >= 0 ? ttft_s * 1e3 : 0.0)
+            << " tpot_ms=" << (tpot_s >= 0 ? tpot_s * 1e3 : 0.0) << " total_ms=" << total_s * 1e3;
+}
+
+// --- /v1/chat/completions ---------------------------------------------------------------------
+
+void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter& w) {
+  absl::StatusOr<ChatCompletionRequest> parsed = ParseChatCompletionRequest(hreq.body);
+  if (!parsed.ok()) return SendError(w, parsed.status());
+  ChatCompletionRequest& req = *parsed;
+  if (absl::Status st = CheckModel(req.model); !st.ok()) return SendError(w, st);
+  if (!s->family_) {
+    return SendError(w, WithErrorCode(absl::FailedPreconditionError(s->chat_unavailable_),
+                                      "chat_template_unavailable"));
+  }
+  protocol::EncodeOptions options;
+  options.family = *s->family_;
+  options.thinking = req.thinking.value_or(true);
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
+  if (req.conversation.response_format) {
+    // The grammar constrains the answer; reasoning before it is not constrained yet, so a
+    // constrained request runs in non-thinking mode unless the client asked for thinking.
+    if (req.thinking.value_or(false)) {
+      return SendError(w, WithParam(absl::InvalidArgumentError(
+                                        "response_format cannot be combined with thinking "
+                                        "enabled yet; disable thinking"),
+                                    "response_format"));
+    }
+    options.thinking = false;
+    absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> g =
+        GrammarFor(*req.conversation.response_format);
+    if (!g.ok()) return SendError(w, WithParam(g.status(), "response_format"));
+    grammar = *g;
+  }
+  if (req.reasoning_effort == "none") {
+    options.thinking = false;
+  } else if (!req.reasoning_effort.empty()) {
+    absl::StatusOr<protocol::ReasoningEffort> effort =
+        protocol::ReasoningEffort::Parse(req.reasoning_effort);
+    if (!effort.ok()) return SendError(w, WithParam(effort.status(), "reasoning_effort"));
+    options.effort = *effort;
+  }
+  absl::StatusOr<protocol::EncodedPrompt> encoded =
+      protocol::EncodePrompt(req.conversation, options);
+  if (!encoded.ok()) return SendError(w, encoded.status());
+  absl::StatusOr<std::vector<int32_t>> ids = protocol::PromptToIds(*encoded, *s->tokenizer_);
+  if (!ids.ok()) {
+    return SendError(w, absl::InternalError(absl::StrCat("cannot tokenize the chat template: ",
+                                                         ids.status().message())));
+  }
+  absl::StatusOr<engine::SamplingParams> params =
+      BuildParams(req.sampling, static_cast<int64_t>(ids->size()), "messages", 0);
+  if (!params.ok()) return SendError(w, params.status());
+  if (req.logprobs) params->logprobs = req.top_logprobs;
+  params->grammar = grammar;
+  if (absl::Status st = params->Validate(); !st.ok()) return SendError(w, st);
+
+  const std::string id = RandomId("chatcmpl-");
+  const int64_t created = UnixSeconds();
+  const std::string model = ModelName(req.model);
+  const int n = params->n;
+  const bool stream_mode = req.sampling.stream;
+  const bool include_usage = stream_mode && req.sampling.include_usage;
+  const bool thinking = options.thinking;
+  const size_t prompt_len = ids->size();
+
+  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
+      Submit({id, *std::move(ids), *params});
+  if (!stream.ok()) return SendError(w, stream.status());
+
+  protocol::OutputParserOptions parser_options;
+  parser_options.start = encoded->start;
+  parser_options.forced_tool_name = encoded->forced_tool_name;
+  parser_options.stop = req.sampling.stop;
+  std::vector<std::string> declared;
+  for (const protocol::ToolDefinition& t : req.conversation.tools) declared.push_back(t.name);
+  parser_options.declared_tools = declared;
+
+  struct Sample {
+    std::unique_ptr<protocol::OutputParser> parser;
+    bool done = false;
+    bool in_reasoning = false;
+    int64_t reasoning_tokens = 0;
+    std::vector<protocol::OutputEvent> events;  // non-stream: everything
+    OJson logprobs = OJson::array();            // non-stream: every entry; stream: pending
+    std::string finish_reason;
+  };
+  std::vector<Sample> samples(n);
+  for (Sample& smp : samples) {
+    smp.parser =
+        std::make_unique<protocol::OutputParser>(s->tokenizer_, *s->markers_, parser_options);
+    smp.in_reasoning = encoded->start == protocol::ParserStart::kReasoning;
+  }
+
+  RequestRecord record;
+  record.id = id;
+  record.route = "chat";
+  absl::Status engine_error;
+
+  auto write = [&](const OJson& j) { return w.WriteChunk(SseEvent(j)); };
+  auto emit = [&](int index, OJson delta, const std::string& finish) {
+    Sample& smp = samples[index];
+    std::optional<OJson> lp;
+    if (req.logprobs && !smp.logprobs.empty()) {
+      lp = OJson{{"content", std::move(smp.logprobs)}};
+      smp.logprobs = OJson::array();
+    }
+    return write(
+        ChatChunkJson(id, created, model, index, std::move(delta), finish, lp, include_usage));
+  };
+
+  if (stream_mode) {
+    if (!w.BeginStream(200, "text/event-stream")) {
+      s->engine_->Abort(id);
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (!emit(i, {{"role", "assistant"}, {"content", ""}}, "")) {
+        s->engine_->Abort(id);
+        w.set_status(499);
+        return Finish(record, 499);
+      }
+    }
+  }
+
+  auto on_output = [&](StepOutput& o) -> bool {
+    record.Observe(o);
+    if (o.sample_index < 0 || o.sample_index >= n) return true;
+    Sample& smp = samples[o.sample_index];
+    if (smp.done) return true;
+    if (req.logprobs) {
+      for (size_t i = 0; i < o.logprobs.size(); ++i) {
+        const engine::TokenLogprob& t = o.logprobs[i];
+        smp.logprobs.push_back(ChatLogprobEntry({TokenText(t.token_id), t.logprob, TopText(t.top)},
+                                                req.top_logprobs > 0));
+      }
+    }
+    std::vector<protocol::OutputEvent> events = smp.parser->Feed(o.token_ids);
+    if (smp.in_reasoning) {
+      smp.reasoning_tokens += static_cast<int64_t>(o.token_ids.size());
+      for (const auto& e : events) {
+        if (e.type != protocol::OutputEvent::Type::kReasoningDelta) smp.in_reasoning = false;
+      }
+    }
+    if (o.finish) {
+      if (*o.finish == engine::FinishReason::kError) {
+        engine_error = o.error.ok() ? absl::InternalError("generation failed") : o.error;
+      } else if (!smp.parser->finished()) {
+        std::vector<protocol::OutputEvent> tail = smp.parser->Finish(StreamEndFor(*o.finish));
+        events.insert(events.end(), tail.begin(), tail.end());
+      }
+      smp.done = true;
+    }
+    if (smp.parser->finished()) smp.done = true;
+    for (protocol::OutputEvent& e : protocol::CoalesceEvents(events)) {
+      if (e.type == protocol::OutputEvent::Type::kFinish) {
+        smp.finish_reason = ChatFinishReason(e.finish_reason);
+        if (e.finish_reason == protocol::FinishReason::kToolCallError) {
+          LOG(WARNING) << "request " << id << ": malformed tool call dropped: " << e.error;
+        }
+      }
+      if (!stream_mode) {
+        smp.events.push_back(std::move(e));
+        continue;
+      }
+      OJson delta;
+      std::string finish;
+      switch (e.type) {
+        case protocol::OutputEvent::Type::kReasoningDelta:
+          delta = {{"reasoning_content", e.text}};
+          break;
+        case protocol::OutputEvent::Type::kContentDelta:
+          delta = {{"content", e.text}};
+          break;
+        case protocol::OutputEvent::Type::kToolCallStart:
+          delta = {{"tool_calls",
+                    OJson::array({{{"index", e.tool_index},
+                                   {"id", e.tool_call_id},
+                                   {"type", "function"},
+                                   {"function", {{"name", e.tool_name}, {"arguments", ""}}}}})}};
+          break;
+        case protocol::OutputEvent::Type::kToolCallArguments:
+          delta = {{"tool_calls", OJson::array({{{"index", e.tool_index},
+                                                 {"function", {{"arguments", e.text}}}}})}};
+          break;
+        case protocol::OutputEvent::Type::kToolCallEnd:
+          continue;
+        case protocol::OutputEvent::Type::kFinish:
+          delta = OJson::object();
+          finish = smp.finish_reason;
+          break;
+      }
+      if (!emit(o.sample_index, std::move(delta), finish)) return false;
+    }
+    if (!engine_error.ok()) {
+      for (Sample& other : samples) other.done = true;
+    }
+    return true;
+  };
+  auto all_done = [&] {
+    return std::all_of(samples.begin(), samples.end(), [](const Sample& x) { return x.done; });
+  };
+  PumpEnd end = Pump(**stream, w, on_output, all_done);
+  record.prompt_tokens = static_cast<int64_t>(prompt_len);
+
+  if (end == PumpEnd::kClientGone) {
+    w.set_status(499);
+    return Finish(record, 499);
+  }
+  Usage usage;
+  usage.prompt_tokens = record.prompt_tokens;
+  usage.cached_tokens = record.cached_tokens;
+  usage.completion_tokens = record.generated_tokens;
+  for (const Sample& smp : samples) usage.reasoning_tokens += smp.reasoning_tokens;
+
+  if (stream_mode) {
+    if (!engine_error.ok()) {
+      write(OJson::parse(OpenAiErrorJson(engine_error)));
+    } else if (include_usage) {
+      write(ChatUsageChunkJson(id, created, model, usage));
+    }
+    w.WriteChunk(kSseDone);
+    w.EndStream();
+    if (!engine_error.ok()) w.set_status(ErrorInfoFor(engine_error.code()).http_status);
+    return Finish(record, w.status());
+  }
+  if (!engine_error.ok()) {
+    SendError(w, engine_error);
+    return Finish(record, w.status());
+  }
+  std::vector<ChatChoiceOut> choices;
+  for (int i = 0; i < n; ++i) {
+    Sample& smp = samples[i];
+    protocol::ParsedOutput po = protocol::Aggregate(smp.events);
+    ChatChoiceOut c;
+    c.index = i;
+    for (const protocol::ParsedToolCall& t : po.tool_calls) {
+      if (t.valid) c.tool_calls.push_back({t.id, t.name, t.arguments});
+    }
+    if (!(po.content.empty() && !c.tool_calls.empty())) c.content = po.content;
+    if (thinking) c.reasoning_content = po.reasoning;
+    c.finish_reason =
+        smp.finish_reason.empty() ? ChatFinishReason(po.finish_reason) : smp.finish_reason;
+    if (req.logprobs) c.logprobs = OJson{{"content", smp.logprobs}};
+    choices.push_back(std::move(c));
+  }
+  SendJson(w, 200, ChatCompletionJson(id, created, model, choices, usage));
+  Finish(record, 200);
+}
+
+// --- /v1/completions --------------------------------------------------------------------------
+
+void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingWriter& w) {
+  absl::StatusOr<CompletionRequest> parsed = ParseCompletionRequest(hreq.body);
+  if (!parsed.ok()) return SendError(w, parsed.status());
+  CompletionRequest& req = *parsed;
+  if (absl::Status st = CheckModel(req.model); !st.ok()) return SendError(w, st);
+  const Tokenizer& tok = *s->tokenizer_;
+  std::vector<int32_t> prompt;
+  std::string prompt_text;
+  if (req.prompt_is_ids) {
+    prompt = req.prompt_ids;
+    const int64_t vocab = s->engine_->model_info().vocab_size;
+    for (int32_t t : prompt) {
+      if (t >= vocab) {
+        return SendError(
+            w, WithParam(absl::InvalidArgumentError(absl::StrCat("token id ", t,
+                                                                 " in 'prompt' is outside the "
+                                                                 "vocabulary (size ",
+                                                                 vocab, ")")),
+                         "prompt"));
+      }
+    }
+    prompt_text = tok.Decode(prompt);
+  } else {
+    prompt_text = req.prompt_text;
+    if (tok.add_bos() && tok.bos_id() >= 0) prompt.push_back(tok.bos_id());
+    std::vector<int32_t> text_ids = tok.EncodeText(req.prompt_text);
+    prompt.insert(prompt.end(), text_ids.begin(), text_ids.end());
+  }
+  absl::StatusOr<engine::SamplingParams> params =
+      BuildParams(req.sampling, static_cast<int64_t>(prompt.size()), "prompt", 16);
+  if (!params.ok()) return SendError(w, params.status());
+  if (req.logprobs) {
+    params->logprobs = *req.logprobs;
+    if (req.echo) params->prompt_logprobs = *req.logprobs;
+  }
+  if (absl::Status st = params->Validate(); !st.ok()) return SendError(w, st);
+
+  const std::string id = RandomId("cmpl-");
+  const int64_t created = UnixSeconds();
+  const std::string model = ModelName(req.model);
+  const int n = params->n;
+  const bool stream_mode = req.sampling.stream;
+  const bool include_usage = stream_mode && req.sampling.include_usage;
+  const std::vector<int32_t> prompt_ids = prompt;
+
+  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
+      Submit({id, std::move(prompt), *params});
+  if (!stream.ok()) return SendError(w, stream.status());
+
+  struct Sample {
+    std::unique_ptr<StreamingDetokenizer> detok;
+    std::unique_ptr<StopMatcher> stop;
+    bool done = false;
+    bool echoed = false;
+    std::string text;             // non-stream: the whole text (with echo)
+    int64_t offset = 0;           // text_offset of the next token
+    CompletionLogprobs logprobs;  // non-stream: everything; stream: pending
+    std::string finish_reason;
+  };
+  std::vector<Sample> samples(n);
+  for (Sample& smp : samples) {
+    smp.detok = std::make_unique<StreamingDetokenizer>(&tok, /*skip_special=*/true);
+    // Prime with the prompt so sequence-start decoder rules (SentencePiece's leading-space
+    // strip) apply to the prompt, not to the completion.
+    for (int32_t t : prompt_ids) smp.detok->Push(t);
+    smp.stop = std::make_unique<StopMatcher>(req.sampling.stop);
+  }
+
+  RequestRecord record;
+  record.id = id;
+  record.route = "completions";
+  absl::Status engine_error;
+
+  auto add_logprob = [&](Sample& smp, int32_t token, std::optional<double> lp,
+                         std::optional<std::vector<std::pair<std::string, double>>> top) {
+    std::string text = TokenText(token);
+    smp.logprobs.tokens.push_back(text);
+    smp.logprobs.token_logprobs.push_back(lp);
+    smp.logprobs.top_logprobs.push_back(std::move(top));
+    smp.logprobs.text_offset.push_back(smp.offset);
+    smp.offset += static_cast<int64_t>(text.size());
+  };
+  auto emit = [&](int index, const std::string& text, const std::string& finish) {
+    Sample& smp = samples[index];
+    CompletionChoiceOut c;
+    c.index = index;
+    c.text = text;
+    c.finish_reason = finish;
+    if (req.logprobs) {
+      c.logprobs = CompletionLogprobsJson(smp.logprobs);
+      smp.logprobs = CompletionLogprobs();
+    }
+    OJson chunk = CompletionJson(id, created, model, {c}, std::nullopt);
+    if (include_usage) chunk["usage"] = nullptr;
+    return w.WriteChunk(SseEvent(chunk));
+  };
+
+  if (stream_mode && !w.BeginStream(200, "text/event-stream")) {
+    s->engine_->Abort(id);
+    return;
+  }
+
+  auto on_output = [&](StepOutput& o) -> bool {
+    record.Observe(o);
+    if (o.sample_index < 0 || o.sample_index >= n) return true;
+    Sample& smp = samples[o.sample_index];
+    if (smp.done) return true;
+    std::string new_text;
+    if (req.echo && !smp.echoed) {
+      smp.echoed = true;
+      new_text = prompt_text;
+      if (req.logprobs) {
+        // Prompt logprobs arrive with sample 0's first message; entry i is token i+1.
+        const std::vector<engine::TokenLogprob>& pl = o.prompt_logprobs;
+        for (size_t i = 0; i < prompt_ids.size(); ++i) {
+          if (i == 0 || i - 1 >= pl.size()) {
+            add_logprob(smp, prompt_ids[i], std::nullopt, std::nullopt);
+          } else {
+            add_logprob(smp, prompt_ids[i], pl[i - 1].logprob, TopText(pl[i - 1].top));
+          }
+        }
+      }
+    }
+    for (size_t i = 0; i < o.token_ids.size(); ++i) {
+      if (req.logprobs && i < o.logprobs.size()) {
+        add_logprob(smp, o.token_ids[i], o.logprobs[i].logprob, TopText(o.logprobs[i].top));
+      }
+      new_text += smp.stop->Push(smp.detok->Push(o.token_ids[i]));
+      if (smp.stop->stopped()) break;
+    }
+    if (smp.stop->stopped()) {
+      smp.done = true;
+      smp.finish_reason = "stop";
+    } else if (o.finish) {
+      if (*o.finish == engine::FinishReason::kError) {
+        engine_error = o.error.ok() ? absl::InternalError("generation failed") : o.error;
+        for (Sample& other : samples) other.done = true;
+      }
+      new_text += smp.stop->Push(smp.detok->Flush());
+      new_text += smp.stop->Flush();
+      smp.done = true;
+      smp.finish_reason = *o.finish == engine::FinishReason::kLength ? "length" : "stop";
+    }
+    if (!stream_mode) {
+      smp.text += new_text;
+      return true;
+    }
+    if (!new_text.empty() || (req.logprobs && !smp.logprobs.tokens.empty())) {
+      if (!emit(o.sample_index, new_text, "")) return false;
+    }
+    if (smp.done && engine_error.ok()) return emit(o.sample_index, "", smp.finish_reason);
+    return true;
+  };
+  auto all_done = [&] {
+    return std::all_of(samples.begin(), samples.end(), [](const Sample& x) { return x.done; });
+  };
+  PumpEnd end = Pump(**stream, w, on_output, all_done);
+  record.prompt_tokens = static_cast<int64_t>(prompt_ids.size());
+  if (end == PumpEnd::kClientGone) {
+    w.set_status(499);
+    return Finish(record, 499);
+  }
+  Usage usage;
+  usage.prompt_tokens = record.prompt_tokens;
+  usage.cached_tokens = record.cached_tokens;
+  usage.completion_tokens = record.generated_tokens;
+  if (stream_mode) {
+    if (!engine_error.ok()) {
+      w.WriteChunk(SseEvent(OJson::parse(OpenAiErrorJson(engine_error))));
+      w.set_status(ErrorInfoFor(engine_error.code()).http_status);
+    } else if (include_usage) {
+      OJson chunk = CompletionJson(id, created, model, {}, usage);
+      w.WriteChunk(SseEvent(chunk));
+    }
+    w.WriteChunk(kSseDone);
+    w.EndStream();
+    return Finish(record, w.status());
+  }
+  if (!engine_error.ok()) {
+    SendError(w, engine_error);
+    return Finish(record, w.status());
+  }
+  std::vector<CompletionChoiceOut> choices;
+  for (int i = 0; i < n; ++i) {
+    CompletionChoiceOut c;
+    c.index = i;
+    c.text = samples[i].text;
+    c.finish_reason = samples[i].finish_reason.empty() ? "stop" : samples[i].finish_reason;
+    if (req.logprobs) c.logprobs = CompletionLogprobsJson(samples[i].logprobs);
+    choices.push_back(std::move(c));
+  }
+  SendJson(w, 200, CompletionJson(id, created, model, choices, usage));
+  Finish(record, 200);
+}
+
+// --- /tokenize, /detokenize, /v1/models, /metrics ---------------------------------------------
+
+void ApiServer::Impl::HandleTokenize(const http::HttpRequest& req, RecordingWriter& w) {
+  OJson body = OJson::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return SendError(w, absl::InvalidArgumentError("the request body must be a JSON object"));
+  }
+  const Tokenizer& tok = *s->tokenizer_;
+  std::vector<int32_t> ids;
+  if (body.contains("messages")) {
+    absl::StatusOr<ChatCompletionRequest> chat = ParseChatCompletionRequest(req.body);
+    if (!chat.ok()) return SendError(w, chat.status());
+    if (!s->family_) {
+      return SendError(w, absl::FailedPreconditionError(s->chat_unavailable_));
+    }
+    protocol::EncodeOptions options;
+    options.family = *s->family_;
+    options.thinking = chat->thinking.value_or(true);
+    absl::StatusOr<protocol::EncodedPrompt> encoded =
+        protocol::EncodePrompt(chat->conversation, options);
+    if (!encoded.ok()) return SendError(w, encoded.status());
+    absl::StatusOr<std::vector<int32_t>> r = protocol::PromptToIds(*encoded, tok);
+    if (!r.ok()) return SendError(w, absl::InternalError(std::string(r.status().message())));
+    ids = *std::move(r);
+  } else {
+    auto it = body.find("prompt");
+    if (it == body.end() || !it->is_string()) {
+      return SendError(
+          w, WithParam(absl::InvalidArgumentError("'prompt' must be a string"), "prompt"));
+    }
+    bool add_special = true;
+    if (auto a = body.find("add_special_tokens"); a != body.end() && !a->is_null()) {
+      if (!a->is_boolean()) {
+        return SendError(
+            w, WithParam(absl::InvalidArgumentError("'add_special_tokens' must be a boolean"),
+                         "add_special_tokens"));
+      }
+      add_special = a->get<bool>();
+    }
+    if (add_special && tok.add_bos() && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
+    std::vector<int32_t> text = tok.EncodeText(it->get<std::string>());
+    ids.insert(ids.end(), text.begin(), text.end());
+  }
+  SendJson(w, 200,
+           {{"count", ids.size()},
+            {"max_model_len", s->engine_->model_info().max_context},
+            {"tokens", ids}});
+}
+
+void ApiServer::Impl::HandleDetokenize(const http::HttpRequest& req, RecordingWriter& w) {
+  OJson body = OJson::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return SendError(w, absl::InvalidArgumentError("the request body must be a JSON object"));
+  }
+  auto it = body.find("tokens");
+  absl::Status bad = WithParam(
+      absl::InvalidArgumentError("'tokens' must be an array of token ids in the vocabulary"),
+      "tokens");
+  if (it == body.end() || !it->is_array()) return SendError(w, bad);
+  std::vector<int32_t> ids;
+  const int64_t vocab = s->tokenizer_->vocab_size();
+  for (const OJson& t : *it) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab) {
+      return SendError(w, bad);
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  SendJson(w, 200, {{"prompt", s->tokenizer_->Decode(ids)}});
+}
+
+void ApiServer::Impl::HandleModels(const http::HttpRequest& req, RecordingWriter& w) {
+  const std::string name =
+      s->options_.served_model_name.empty() ? "deepinfer" : s->options_.served_model_name;
+  OJson card = {{"id", name},
+                {"object", "model"},
+                {"created", UnixSeconds()},
+                {"owned_by", "deepinfer"},
+                {"max_model_len", s->engine_->model_info().max_context}};
+  if (req.path == "/v1/models") {
+    SendJson(w, 200, {{"object", "list"}, {"data", OJson::array({card})}});
+    return;
+  }
+  std::string wanted = req.path.substr(std::string("/v1/models/").size());
+  if (absl::Status st = CheckModel(wanted); !st.ok() || wanted.empty()) {
+    return SendError(w, st.ok() ? absl::NotFoundError("model id missing") : st);
+  }
+  SendJson(w, 200, card);
+}
+
+void ApiServer::Impl::HandleMetrics(RecordingWriter& w) {
+  const engine::EngineStats st = s->engine_->Stats();
+  running->Set(st.num_running);
+  waiting->Set(st.num_waiting);
+  kv_used->Set(static_cast<double>(st.kv_blocks_used));
+  kv_total->Set(static_cast<double>(st.kv_blocks_total));
+  kv_usage->Set(st.kv_blocks_total > 0 ? static_cast<double>(st.kv_blocks_used) /
+                                             static_cast<double>(st.kv_blocks_total)
+                                       : 0.0);
+  w.Send(200, http::MetricsRegistry::kContentType, s->metrics_.RenderText(), {});
+}
+
+}  // namespace deepinfer::api

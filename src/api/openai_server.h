@@ -1,0 +1,88 @@
+// Route handlers of the OpenAI-compatible server (ARCHITECTURE.md §3, STYLE.md habits 8-9):
+// HTTP request -> codec (api/openai_codec.h) -> protocol (conversation, DeepSeek prompt encoder)
+// -> tokenizer -> engine -> output parser / detokenizer -> SSE or JSON.
+//
+// Routes:
+//   POST /v1/chat/completions   stream and non-stream; DeepSeek models only (a model without a
+//                               DeepSeek chat template gets a 400 saying so)
+//   POST /v1/completions        prompt text or ids, echo, logprobs, stop strings
+//   GET  /v1/models, /v1/models/{id}
+//   POST /tokenize, /detokenize (vLLM shapes)
+//   GET  /health                200 {"status":"ok"}; 503 while shutting down
+//   GET  /metrics               Prometheus text (http/metrics.h)
+//
+// Threading: Handle() runs on HTTP worker threads (one per connection) and does all JSON,
+// templating, tokenization and detokenization there; it talks to the engine only through
+// Engine::Submit / Abort / Stats and the per-request RequestStream. A closed client connection
+// aborts the engine request at once (freeing its KV); one request's failure never affects others.
+// Every finished generation request logs one line (id, tokens, TTFT, TPOT, total, status).
+#ifndef DEEPINFER_API_OPENAI_SERVER_H_
+#define DEEPINFER_API_OPENAI_SERVER_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+#include "http/metrics.h"
+#include "http/server.h"
+#include "protocol/output_parser.h"
+#include "protocol/prompt_encoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::api {
+
+struct ApiServerOptions {
+  // The model id clients must send ("" = any name is accepted) and /v1/models lists.
+  std::string served_model_name = "deepinfer";
+  // When non-empty, /v1/*, /tokenize and /detokenize need "Authorization: Bearer <api_key>".
+  std::string api_key;
+  // Poll interval (ms) for client-disconnect checks while waiting for tokens.
+  int poll_interval_ms = 20;
+};
+
+class ApiServer {
+ public:
+  // `engine` and `tokenizer` are not owned and must outlive the server. Chat support is decided
+  // here from the model type (protocol::ModelFamilyFromModelType) and the tokenizer's control
+  // tokens; when either is missing chat requests get a 400 naming the reason.
+  ApiServer(engine::Engine* engine, const Tokenizer* tokenizer, ApiServerOptions options);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // The http::Handler.
+  void Handle(const http::HttpRequest& request, http::ResponseWriter& writer);
+
+  // Body for transport-level errors (413, malformed HTTP, ...), in OpenAI's error shape.
+  static std::pair<std::string, std::string> TransportErrorBody(int status,
+                                                                const std::string& message);
+
+  // /health answers 503 from now on (set when graceful shutdown begins).
+  void SetShuttingDown() { shutting_down_ = true; }
+
+  // Why chat is unavailable ("" when it is available).
+  const std::string& chat_unavailable_reason() const { return chat_unavailable_; }
+
+  http::MetricsRegistry& metrics() { return metrics_; }
+
+  struct Impl;  // request handling helpers (openai_server.cc)
+
+ private:
+  engine::Engine* engine_;
+  const Tokenizer* tokenizer_;
+  ApiServerOptions options_;
+  std::optional<protocol::ModelFamily> family_;
+  std::optional<protocol::MarkerIds> markers_;
+  std::string chat_unavailable_;
+  std::atomic<bool> shutting_down_{false};
+  http::MetricsRegistry metrics_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace deepinfer::api
+
+#endif  // DEEPINFER_API_OPENAI_SERVER_H_

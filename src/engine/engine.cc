@@ -1,0 +1,513 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "kv/block_pool.h"
+#include "kv/state_cache.h"
+
+namespace deepinfer::engine {
+namespace {
+
+using model::kBlockTokens;
+
+int64_t BlocksFor(int64_t tokens) { return (tokens + kBlockTokens - 1) / kBlockTokens; }
+
+}  // namespace
+
+class Engine::Impl {
+ public:
+  Impl(std::unique_ptr<model::CausalLM> model, const EngineConfig& config,
+       std::unique_ptr<kv::BlockPool> blocks, std::unique_ptr<kv::StateCache> slots)
+      : model_(std::move(model)),
+        config_(config),
+        blocks_(std::move(blocks)),
+        slots_(std::move(slots)),
+        scheduler_(SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
+                                   model_->info().max_context},
+                   blocks_.get(), slots_.get()),
+        runner_(model_.get(), model::KvCacheView{blocks_->base(), blocks_->num_blocks(),
+                                                 slots_->base(), slots_->num_slots()}) {
+    std::random_device rd;
+    seed_base_ = (uint64_t{rd()} << 32) ^ rd();
+    stats_.kv_blocks_total = blocks_->num_blocks();
+    stats_.state_slots_total = slots_->num_slots();
+    if (config_.async_scheduling) runner_thread_ = std::thread([this] { RunnerLoop(); });
+    engine_thread_ = std::thread([this] { Loop(); });
+  }
+
+  ~Impl() { Shutdown(0); }
+
+  absl::StatusOr<std::shared_ptr<RequestStream>> Submit(GenerateRequest request);
+  void Abort(const std::string& request_id) {
+    {
+      std::lock_guard<std::mutex> lock(in_mu_);
+      aborts_.push_back(request_id);
+    }
+    in_cv_.notify_all();
+  }
+  EngineStats Stats() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return stats_;
+  }
+  void Shutdown(int64_t timeout_ns);
+
+  const model::ModelInfo& info() const { return model_->info(); }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  struct Pending {
+    std::shared_ptr<RequestInfo> info;
+    std::shared_ptr<RequestStream> stream;
+  };
+  struct RequestState {
+    std::shared_ptr<const RequestInfo> info;
+    std::shared_ptr<RequestStream> stream;
+    std::vector<Sequence*> seqs;
+    int open = 0;
+  };
+
+  void Loop();
+  bool TakeInputs();  // returns true when stopping
+  void Launch(StepPlan plan);
+  StepResult WaitResult();
+  void PostProcess(const StepResult& result);
+  void FinishSeq(Sequence* seq, FinishReason reason, absl::Status error,
+                 std::vector<int32_t> tokens, std::vector<TokenLogprob> logprobs);
+  void AbortRequest(const std::string& request_id);
+  StepOutput BaseOutput(const Sequence& seq) const;
+  void UpdateStats();
+  void RunnerLoop();
+
+  std::unique_ptr<model::CausalLM> model_;
+  const EngineConfig config_;
+  std::unique_ptr<kv::BlockPool> blocks_;
+  std::unique_ptr<kv::StateCache> slots_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  uint64_t seed_base_ = 0;
+
+  // Submission side (any thread).
+  std::mutex in_mu_;
+  std::condition_variable in_cv_;
+  std::deque<Pending> submissions_;           // guarded by in_mu_
+  std::vector<std::string> aborts_;           // guarded by in_mu_
+  std::unordered_set<std::string> live_ids_;  // guarded by in_mu_
+  int64_t next_request_number_ = 0;           // guarded by in_mu_
+  bool accepting_ = true;                     // guarded by in_mu_
+  bool stop_ = false;                         // guarded by in_mu_
+  std::condition_variable idle_cv_;           // signalled when live_ids_ empties
+
+  // Engine thread only.
+  std::unordered_map<std::string, RequestState> requests_;
+  std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
+  std::vector<int64_t> pending_releases_;
+  std::deque<int64_t> in_flight_;
+  std::deque<StepResult> sync_results_;
+  int64_t next_seq_id_ = 0;
+  int64_t next_order_ = 0;
+  EngineStats local_stats_;
+
+  // Async runner hand-off.
+  std::mutex run_mu_;
+  std::condition_variable run_cv_;
+  std::deque<StepPlan> plans_;      // guarded by run_mu_
+  std::deque<StepResult> results_;  // guarded by run_mu_
+  bool runner_stop_ = false;        // guarded by run_mu_
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;  // guarded by stats_mu_
+
+  std::thread runner_thread_;
+  std::thread engine_thread_;
+  std::once_flag shutdown_once_;
+};
+
+absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Impl::Submit(GenerateRequest request) {
+  const model::ModelInfo& mi = model_->info();
+  const SamplingParams& p = request.params;
+  RETURN_IF_ERROR(p.Validate());
+  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    if (request.prompt[i] < 0 || request.prompt[i] >= mi.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", i, " (id ", request.prompt[i],
+                                                     ") is outside the vocabulary [0, ",
+                                                     mi.vocab_size, ")"));
+    }
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id >= mi.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "logit_bias token id ", id, " is outside the vocabulary [0, ", mi.vocab_size, ")"));
+    }
+  }
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
+  if (prompt_len >= mi.max_context) {
+    return absl::OutOfRangeError(absl::StrCat("prompt has ", prompt_len,
+                                              " tokens; the model's maximum context is ",
+                                              mi.max_context, " tokens"));
+  }
+  if (prompt_len + p.max_tokens > mi.max_context) {
+    return absl::OutOfRangeError(
+        absl::StrCat("prompt (", prompt_len, " tokens) + max_tokens (", p.max_tokens,
+                     ") exceeds the model's maximum context of ", mi.max_context, " tokens"));
+  }
+  // The last sampled token is never fed back, so a sequence holds at most this many positions.
+  const int64_t blocks_needed = BlocksFor(prompt_len + p.max_tokens - 1);
+  if (blocks_needed > blocks_->num_blocks()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request needs ", blocks_needed, " KV blocks (", prompt_len, " prompt + ",
+                     p.max_tokens, " max_tokens) but the KV budget holds only ",
+                     blocks_->num_blocks(), " blocks; raise --kv-memory or lower max_tokens"));
+  }
+  auto info = std::make_shared<RequestInfo>();
+  info->prompt = std::move(request.prompt);
+  info->params = std::move(request.params);
+  info->arrival_ns = MonotonicNanos();
+  if (!info->params.ignore_eos) info->eos_token_ids = mi.eos_token_ids;
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard<std::mutex> lock(in_mu_);
+    if (!accepting_) return absl::FailedPreconditionError("the engine is shutting down");
+    if (request.request_id.empty()) {
+      request.request_id = absl::StrCat("req-", next_request_number_);
+    }
+    const uint64_t number = static_cast<uint64_t>(next_request_number_++);
+    info->seed = info->params.seed.has_value() ? *info->params.seed
+                                               : seed_base_ ^ (number * 0x9E3779B97F4A7C15ull);
+    if (live_ids_.count(request.request_id) > 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("request id '", request.request_id, "' is already running"));
+    }
+    if (static_cast<int64_t>(live_ids_.size()) >=
+        int64_t{config_.max_waiting_requests} + config_.max_num_seqs) {
+      return absl::ResourceExhaustedError(absl::StrCat("the engine's request queue is full (",
+                                                       live_ids_.size(), " live requests)"));
+    }
+    info->request_id = request.request_id;
+    live_ids_.insert(info->request_id);
+    stream = std::make_shared<RequestStream>(info->request_id, info->params.n);
+    submissions_.push_back(Pending{info, stream});
+  }
+  in_cv_.notify_all();
+  return stream;
+}
+
+void Engine::Impl::Shutdown(int64_t timeout_ns) {
+  std::call_once(shutdown_once_, [&] {
+    {
+      std::unique_lock<std::mutex> lock(in_mu_);
+      accepting_ = false;
+      if (timeout_ns > 0) {
+        idle_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns),
+                          [this] { return live_ids_.empty(); });
+      }
+      stop_ = true;
+    }
+    in_cv_.notify_all();
+    engine_thread_.join();
+    if (runner_thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(run_mu_);
+        runner_stop_ = true;
+      }
+      run_cv_.notify_all();
+      runner_thread_.join();
+    }
+  });
+}
+
+bool Engine::Impl::TakeInputs() {
+  std::deque<Pending> subs;
+  std::vector<std::string> aborts;
+  bool stop;
+  {
+    std::lock_guard<std::mutex> lock(in_mu_);
+    subs.swap(submissions_);
+    aborts.swap(aborts_);
+    stop = stop_;
+  }
+  for (Pending& p : subs) {
+    RequestState& rs = requests_[p.info->request_id];
+    rs.info = p.info;
+    rs.stream = p.stream;
+    rs.open = p.info->params.n;
+    for (int s = 0; s < p.info->params.n; ++s) {
+      auto seq = std::make_unique<Sequence>();
+      seq->seq_id = next_seq_id_++;
+      seq->order = next_order_++;
+      seq->info = p.info;
+      seq->sample_index = s;
+      seq->tokens = p.info->prompt;
+      rs.seqs.push_back(seq.get());
+      scheduler_.AddWaiting(seq.get());
+      seqs_[seq->seq_id] = std::move(seq);
+    }
+  }
+  for (const std::string& id : aborts) AbortRequest(id);
+  return stop;
+}
+
+StepOutput Engine::Impl::BaseOutput(const Sequence& seq) const {
+  StepOutput out;
+  out.sample_index = seq.sample_index;
+  out.arrival_ns = seq.info->arrival_ns;
+  out.first_token_ns = seq.first_token_ns;
+  out.now_ns = MonotonicNanos();
+  out.prompt_tokens = seq.prompt_len();
+  out.output_tokens = static_cast<int>(seq.num_output_resolved());
+  return out;
+}
+
+void Engine::Impl::FinishSeq(Sequence* seq, FinishReason reason, absl::Status error,
+                             std::vector<int32_t> tokens, std::vector<TokenLogprob> logprobs) {
+  scheduler_.Remove(seq);
+  if (seq->registered_with_runner) pending_releases_.push_back(seq->seq_id);
+  auto it = requests_.find(seq->info->request_id);
+  CHECK(it != requests_.end());
+  RequestState& rs = it->second;
+  StepOutput out = BaseOutput(*seq);
+  out.token_ids = std::move(tokens);
+  out.logprobs = std::move(logprobs);
+  out.finish = reason;
+  out.error = std::move(error);
+  rs.stream->Push(std::move(out));
+  if (--rs.open == 0) {
+    for (Sequence* s : rs.seqs) seqs_.erase(s->seq_id);
+    const std::string id = rs.info->request_id;
+    requests_.erase(it);
+    ++local_stats_.num_finished_requests;
+    std::lock_guard<std::mutex> lock(in_mu_);
+    live_ids_.erase(id);
+    if (live_ids_.empty()) idle_cv_.notify_all();
+  }
+}
+
+void Engine::Impl::AbortRequest(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  std::vector<Sequence*> open;
+  for (Sequence* s : it->second.seqs) {
+    if (s->status != SeqStatus::kFinished) open.push_back(s);
+  }
+  for (Sequence* s : open) FinishSeq(s, FinishReason::kAbort, absl::OkStatus(), {}, {});
+}
+
+void Engine::Impl::PostProcess(const StepResult& result) {
+  for (const ItemResult& r : result.items) {
+    auto it = seqs_.find(r.seq_id);
+    if (it == seqs_.end()) continue;
+    Sequence* seq = it->second.get();
+    if (seq->status == SeqStatus::kFinished) continue;
+    if (!r.status.ok()) {
+      FinishSeq(seq, FinishReason::kError, r.status, {}, {});
+      continue;
+    }
+    if (!r.prompt_logprobs.empty() && !seq->prompt_logprobs_sent) {
+      seq->prompt_logprobs.insert(seq->prompt_logprobs.end(), r.prompt_logprobs.begin(),
+                                  r.prompt_logprobs.end());
+    }
+    if (!r.sampled) continue;
+    CHECK(seq->num_pending > 0);
+    --seq->num_pending;
+    seq->tokens.push_back(r.token);
+    ++local_stats_.total_output_tokens;
+    if (seq->first_token_ns == 0) seq->first_token_ns = MonotonicNanos();
+    const SamplingParams& p = seq->info->params;
+    std::optional<FinishReason> finish;
+    auto contains = [](const std::vector<int32_t>& v, int32_t t) {
+      return std::find(v.begin(), v.end(), t) != v.end();
+    };
+    if (contains(p.stop_token_ids, r.token) || contains(seq->info->eos_token_ids, r.token)) {
+      finish = FinishReason::kStop;
+    } else if (seq->num_output_resolved() >= p.max_tokens ||
+               static_cast<int64_t>(seq->tokens.size()) >= model_->info().max_context) {
+      finish = FinishReason::kLength;
+    }
+    std::vector<TokenLogprob> lps;
+    if (p.logprobs >= 0) lps.push_back(r.logprob);
+    if (finish.has_value()) {
+      if (!seq->prompt_logprobs_sent && p.prompt_logprobs >= 0 && seq->sample_index == 0) {
+        // Delivered with the first message; a one-token answer finishes in that message.
+        StepOutput out = BaseOutput(*seq);
+        out.prompt_logprobs = std::move(seq->prompt_logprobs);
+        seq->prompt_logprobs_sent = true;
+        requests_[seq->info->request_id].stream->Push(std::move(out));
+      }
+      FinishSeq(seq, *finish, absl::OkStatus(), {r.token}, std::move(lps));
+      continue;
+    }
+    StepOutput out = BaseOutput(*seq);
+    out.token_ids = {r.token};
+    out.logprobs = std::move(lps);
+    if (!seq->prompt_logprobs_sent && p.prompt_logprobs >= 0 && seq->sample_index == 0) {
+      out.prompt_logprobs = std::move(seq->prompt_logprobs);
+      seq->prompt_logprobs_sent = true;
+    }
+    requests_[seq->info->request_id].stream->Push(std::move(out));
+  }
+}
+
+void Engine::Impl::Launch(StepPlan plan) {
+  ++local_stats_.num_steps;
+  for (const PlanItem& item : plan.items) {
+    if (item.use_last_sample) continue;
+    const Sequence* seq = seqs_.at(item.seq_id).get();
+    const int64_t prompt_part = std::max<int64_t>(
+        0,
+        std::min<int64_t>(seq->prompt_len(), item.start_pos + item.num_tokens()) - item.start_pos);
+    local_stats_.total_prompt_tokens += prompt_part;
+  }
+  in_flight_.push_back(plan.step_id);
+  if (!config_.async_scheduling) {
+    sync_results_.push_back(runner_.Execute(plan));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(run_mu_);
+    plans_.push_back(std::move(plan));
+  }
+  run_cv_.notify_all();
+}
+
+StepResult Engine::Impl::WaitResult() {
+  CHECK(!in_flight_.empty());
+  in_flight_.pop_front();
+  if (!config_.async_scheduling) {
+    StepResult r = std::move(sync_results_.front());
+    sync_results_.pop_front();
+    return r;
+  }
+  std::unique_lock<std::mutex> lock(run_mu_);
+  run_cv_.wait(lock, [this] { return !results_.empty(); });
+  StepResult r = std::move(results_.front());
+  results_.pop_front();
+  return r;
+}
+
+void Engine::Impl::RunnerLoop() {
+  while (true) {
+    StepPlan plan;
+    {
+      std::unique_lock<std::mutex> lock(run_mu_);
+      run_cv_.wait(lock, [this] { return runner_stop_ || !plans_.empty(); });
+      if (plans_.empty()) return;
+      plan = std::move(plans_.front());
+      plans_.pop_front();
+    }
+    StepResult result = runner_.Execute(plan);
+    {
+      std::lock_guard<std::mutex> lock(run_mu_);
+      results_.push_back(std::move(result));
+    }
+    run_cv_.notify_all();
+  }
+}
+
+void Engine::Impl::UpdateStats() {
+  EngineStats s = local_stats_;
+  s.num_running = scheduler_.num_running();
+  s.num_waiting = scheduler_.num_waiting();
+  s.kv_blocks_used = blocks_->num_used();
+  s.kv_blocks_total = blocks_->num_blocks();
+  s.state_slots_used = slots_->num_used();
+  s.state_slots_total = slots_->num_slots();
+  s.num_preemptions = scheduler_.num_preemptions();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_ = s;
+}
+
+void Engine::Impl::Loop() {
+  const size_t depth = config_.async_scheduling ? 2 : 1;
+  while (true) {
+    if (TakeInputs()) {
+      std::vector<std::string> ids;
+      for (const auto& [id, rs] : requests_) ids.push_back(id);
+      for (const std::string& id : ids) AbortRequest(id);
+      while (!in_flight_.empty()) PostProcess(WaitResult());
+      UpdateStats();
+      return;
+    }
+    StepPlan plan = scheduler_.Schedule();
+    plan.released_seqs = std::move(pending_releases_);
+    pending_releases_.clear();
+    const bool has_items = !plan.items.empty();
+    if (has_items || !plan.released_seqs.empty()) Launch(std::move(plan));
+    if (!in_flight_.empty() && (in_flight_.size() >= depth || !has_items)) {
+      PostProcess(WaitResult());
+      UpdateStats();
+      continue;
+    }
+    UpdateStats();
+    if (in_flight_.empty() && !has_items) {
+      std::unique_lock<std::mutex> lock(in_mu_);
+      auto ready = [this] { return stop_ || !submissions_.empty() || !aborts_.empty(); };
+      if (seqs_.empty()) {
+        in_cv_.wait(lock, ready);
+      } else {
+        in_cv_.wait_for(lock, std::chrono::milliseconds(1), ready);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::CausalLM> model,
+                                                       const EngineConfig& config) {
+  if (model == nullptr) return absl::InvalidArgumentError("Engine::Create: no model");
+  if (config.max_num_seqs < 1 || config.max_num_batched_tokens < 1 ||
+      config.max_waiting_requests < 0 || config.kv_memory_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine config: max_num_seqs (", config.max_num_seqs,
+                     "), max_num_batched_tokens (", config.max_num_batched_tokens,
+                     ") and kv_memory_bytes (", config.kv_memory_bytes, ") must be >= 1"));
+  }
+  const model::KvLayout& layout = model->kv_layout();
+  const int64_t block_bytes = layout.BlockBytes();
+  const int64_t state_bytes = layout.StateBytes();
+  if (block_bytes <= 0) {
+    return absl::InvalidArgumentError("model KvLayout has no paged cache (BlockBytes() == 0)");
+  }
+  const int64_t state_total = state_bytes * config.max_num_seqs;
+  const int64_t num_blocks = (config.kv_memory_bytes - state_total) / block_bytes;
+  if (num_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV memory budget of ", config.kv_memory_bytes, " bytes is too small: ", state_total,
+        " bytes of state slots (", config.max_num_seqs, " x ", state_bytes, ") plus at least one ",
+        block_bytes, "-byte block are needed"));
+  }
+  ASSIGN_OR_RETURN(auto blocks, kv::BlockPool::Create(num_blocks, block_bytes));
+  ASSIGN_OR_RETURN(auto slots, kv::StateCache::Create(config.max_num_seqs, state_bytes));
+  auto impl = std::make_unique<Impl>(std::move(model), config, std::move(blocks), std::move(slots));
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() { impl_->Shutdown(0); }
+
+absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(GenerateRequest request) {
+  return impl_->Submit(std::move(request));
+}
+void Engine::Abort(const std::string& request_id) { impl_->Abort(request_id); }
+EngineStats Engine::Stats() const { return impl_->Stats(); }
+void Engine::Shutdown(int64_t timeout_ns) { impl_->Shutdown(timeout_ns); }
+const model::ModelInfo& Engine::model_info() const { return impl_->info(); }
+const EngineConfig& Engine::config() const { return impl_->config(); }
+
+}  // namespace deepinfer::engine

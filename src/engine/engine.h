@@ -1,0 +1,101 @@
+// Engine: continuous batching over one CausalLM (ARCHITECTURE.md §3-4, §8; DEEPINFER-DESIGN.md §8).
+//
+// One engine thread owns every request, the block pool and the state cache. Each step it
+// (1) takes new submissions and aborts, (2) asks the scheduler for a plan (decode tokens for
+// running sequences, prompt chunks for prefilling ones, under max_num_batched_tokens and
+// max_num_seqs; FIFO admission; preempting the newest sequence when blocks run out),
+// (3) hands the plan to the model runner (forward + sampling on a runner thread), and
+// (4) post-processes results: stop conditions, stream outputs, freeing finished sequences.
+// With async_scheduling the engine plans step N+1 while the runner executes step N; step N's
+// sampled ids are resolved on the runner side, so planning never waits for them. Outputs are
+// identical with and without async scheduling (sampling randomness is keyed per request).
+//
+// Thread-safety: Submit, Abort, Stats and Shutdown may be called from any thread.
+#ifndef DEEPINFER_ENGINE_ENGINE_H_
+#define DEEPINFER_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+#include "engine/sampling_params.h"
+#include "model/model.h"
+
+namespace deepinfer::engine {
+
+struct EngineConfig {
+  // Bytes for KV: max_num_seqs state slots (if the model has state) plus as many 128-token
+  // blocks as fit in the rest. Must leave room for at least one block.
+  int64_t kv_memory_bytes = int64_t{1} << 30;
+  // Maximum sequences (samples) running at once; also the number of state slots.
+  int max_num_seqs = 64;
+  // Token budget per step: decode tokens + prompt-chunk tokens. Long prompts are chunked.
+  int max_num_batched_tokens = 2048;
+  // Maximum requests waiting for admission; Submit returns ResourceExhausted beyond it.
+  int max_waiting_requests = 100000;
+  // Overlap planning/post-processing with the forward (DEEPINFER-DESIGN.md §8).
+  bool async_scheduling = true;
+};
+
+// A snapshot of engine counters.
+struct EngineStats {
+  int num_running = 0;  // sequences holding KV (prefilling or decoding)
+  int num_waiting = 0;  // sequences waiting for admission (new or preempted)
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t state_slots_used = 0;
+  int64_t state_slots_total = 0;
+  int64_t num_steps = 0;  // forwards run
+  int64_t num_preemptions = 0;
+  int64_t total_prompt_tokens = 0;  // prompt tokens computed (recomputation included)
+  int64_t total_output_tokens = 0;  // tokens generated and delivered
+  int64_t num_finished_requests = 0;
+};
+
+class Engine {
+ public:
+  // Takes ownership of the model and starts the engine (and runner) threads. Errors:
+  // InvalidArgument for a bad config (non-positive sizes) or a budget too small for one block
+  // (naming the bytes needed).
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<model::CausalLM> model,
+                                                        const EngineConfig& config);
+  // Aborts whatever is still running and joins the threads.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request and returns its output stream. Errors (nothing is queued):
+  //   InvalidArgument: empty prompt, token id outside the vocabulary, bad SamplingParams (named),
+  //                    logit_bias id outside the vocabulary;
+  //   AlreadyExists:   request_id of a live request;
+  //   OutOfRange:      prompt length >= the model's max context;
+  //   ResourceExhausted: prompt + max_tokens can never fit in the KV budget (message gives the
+  //                    blocks needed and available), the waiting queue is full, or the engine is
+  //                    shut down (FailedPrecondition).
+  absl::StatusOr<std::shared_ptr<RequestStream>> Submit(GenerateRequest request);
+
+  // Aborts a live request at any point: its samples finish with FinishReason::kAbort and all its
+  // blocks and state slots are freed. Unknown ids are ignored (the request may have finished).
+  void Abort(const std::string& request_id);
+
+  EngineStats Stats() const;
+
+  // Stops accepting requests, waits up to `timeout_ns` for live requests to finish, then aborts
+  // the rest and joins the threads. Idempotent.
+  void Shutdown(int64_t timeout_ns = 0);
+
+  const model::ModelInfo& model_info() const;
+  const EngineConfig& config() const;
+
+  class Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace deepinfer::engine
+
+#endif  // DEEPINFER_ENGINE_ENGINE_H_

@@ -1,0 +1,136 @@
+#include "engine/model_runner.h"
+
+#include <span>
+
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/thread_pool.h"
+#include "engine/sampler.h"
+
+namespace deepinfer::engine {
+
+ModelRunner::ModelRunner(model::CausalLM* model, const model::KvCacheView& kv)
+    : model_(model), kv_(kv) {}
+
+StepResult ModelRunner::Execute(const StepPlan& plan) {
+  for (const RunnerSeqInit& init : plan.new_seqs) {
+    SeqState& s = seqs_[init.seq_id];
+    s.info = init.info;
+    s.sample_index = init.sample_index;
+  }
+  StepResult result;
+  result.step_id = plan.step_id;
+  result.items.resize(plan.items.size());
+
+  // Inputs. Decode items of sequences whose previous step failed have no input token.
+  model::ForwardBatch batch;
+  std::vector<int> item_of_chunk;
+  std::vector<int32_t> last_token(plan.items.size());
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    const PlanItem& item = plan.items[i];
+    result.items[i].seq_id = item.seq_id;
+    auto it = seqs_.find(item.seq_id);
+    CHECK(it != seqs_.end()) << "plan item for unknown sequence " << item.seq_id;
+    SeqState& s = it->second;
+    if (s.failed) {
+      result.items[i].status = absl::AbortedError("an earlier step of this sequence failed");
+      continue;
+    }
+    model::SequenceChunk chunk;
+    chunk.start_pos = item.start_pos;
+    if (item.use_last_sample) {
+      CHECK(!s.sampled.empty());
+      last_token[i] = s.sampled.back();
+      chunk.tokens = std::span<const int32_t>(&last_token[i], 1);
+    } else {
+      chunk.tokens = item.tokens;
+    }
+    chunk.block_table = item.block_table;
+    chunk.state_slot = item.state_slot;
+    chunk.logits = item.prompt_logprobs ? model::LogitsMode::kAll
+                   : item.sample        ? model::LogitsMode::kLast
+                                        : model::LogitsMode::kNone;
+    batch.chunks.push_back(chunk);
+    item_of_chunk.push_back(static_cast<int>(i));
+  }
+
+  if (!batch.chunks.empty()) {
+    const int64_t t0 = MonotonicNanos();
+    absl::Status status = model_->Forward(batch, kv_, &output_);
+    result.forward_ns = MonotonicNanos() - t0;
+    if (!status.ok()) {
+      for (int i : item_of_chunk) {
+        result.items[i].status = status;
+        seqs_[plan.items[i].seq_id].failed = true;
+      }
+    } else {
+      const int64_t vocab = model_->info().vocab_size;
+      CHECK(static_cast<int64_t>(output_.chunk_row_begin.size()) ==
+            static_cast<int64_t>(batch.chunks.size()) + 1);
+      // Sample rows in parallel: each row's result depends only on its own data.
+      const int64_t num_chunks = static_cast<int64_t>(batch.chunks.size());
+      auto work = [&](int64_t begin, int64_t end) {
+        std::vector<float> scratch;
+        for (int64_t c = begin; c < end; ++c) {
+          const int i = item_of_chunk[c];
+          const PlanItem& item = plan.items[i];
+          SeqState& s = seqs_.find(item.seq_id)->second;
+          ItemResult& r = result.items[i];
+          const int64_t row_begin = output_.chunk_row_begin[c];
+          const int64_t row_end = output_.chunk_row_begin[c + 1];
+          auto row = [&](int64_t k) {
+            return std::span<const float>(output_.logits.data() + k * vocab, vocab);
+          };
+          if (item.prompt_logprobs) {
+            const auto& prompt = s.info->prompt;
+            const int top = s.info->params.prompt_logprobs;
+            for (int64_t k = row_begin; k < row_end; ++k) {
+              const int64_t pos = item.start_pos + (k - row_begin);
+              if (pos + 1 >= static_cast<int64_t>(prompt.size())) break;
+              r.prompt_logprobs.push_back(ComputeLogprob(row(k), prompt[pos + 1], top));
+            }
+          }
+          if (!item.sample) continue;
+          CHECK(row_end > row_begin);
+          SampleContext ctx;
+          ctx.params = &s.info->params;
+          ctx.prompt = s.info->prompt;
+          ctx.output = s.sampled;
+          ctx.eos_token_ids = s.info->eos_token_ids;
+          ctx.seed = s.info->seed;
+          ctx.sample_index = s.sample_index;
+          std::span<const float> logits = row(row_end - 1);
+          std::vector<float> masked;
+          if (s.info->params.grammar) {
+            if (!s.grammar) s.grammar = std::make_unique<GrammarConstraint>(s.info->params.grammar);
+            if (!s.grammar->Sync(s.sampled)) {
+              r.status = absl::InternalError("sampled token rejected by the grammar");
+              continue;
+            }
+            masked.assign(logits.begin(), logits.end());
+            s.grammar->MaskLogits(masked, static_cast<int64_t>(s.info->params.max_tokens) -
+                                              static_cast<int64_t>(s.sampled.size()));
+            logits = masked;
+          }
+          SampleResult sr = Sample(ctx, logits, &scratch);
+          r.sampled = true;
+          r.token = sr.token;
+          r.logprob = std::move(sr.logprob);
+        }
+      };
+      if (num_chunks >= 8 && vocab >= 4096) {
+        ThreadPool::Default()->ParallelFor(num_chunks, work);
+      } else {
+        work(0, num_chunks);
+      }
+      for (int64_t c = 0; c < num_chunks; ++c) {
+        const ItemResult& r = result.items[item_of_chunk[c]];
+        if (r.sampled) seqs_[r.seq_id].sampled.push_back(r.token);
+      }
+    }
+  }
+  for (int64_t id : plan.released_seqs) seqs_.erase(id);
+  return result;
+}
+
+}  // namespace deepinfer::engine

@@ -1,0 +1,65 @@
+// ModelRunner: executes a StepPlan as one batched forward over mixed prefill chunks and decode
+// tokens, then samples every row that ends a sequence (sampler.h).
+//
+// The runner keeps, per sequence, what sampling needs (parameters, prompt, every token it has
+// sampled), so a decode item whose input is "the last sample" (async scheduling) is resolved
+// here, not on the engine thread. Plans must be executed in step order by one thread at a time
+// (the engine thread in sync mode, the runner thread in async mode).
+#ifndef DEEPINFER_ENGINE_MODEL_RUNNER_H_
+#define DEEPINFER_ENGINE_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/grammar_constraint.h"
+#include "engine/scheduler.h"
+#include "model/model.h"
+
+namespace deepinfer::engine {
+
+// What one plan item produced.
+struct ItemResult {
+  int64_t seq_id = 0;
+  bool sampled = false;
+  int32_t token = -1;
+  TokenLogprob logprob;                       // when params.logprobs >= 0
+  std::vector<TokenLogprob> prompt_logprobs;  // for item.prompt_logprobs: positions in the chunk
+  absl::Status status;                        // non-OK: the forward failed for this item
+};
+
+struct StepResult {
+  int64_t step_id = 0;
+  std::vector<ItemResult> items;  // parallel to the plan's items
+  int64_t forward_ns = 0;
+};
+
+class ModelRunner {
+ public:
+  // `model` and the KV view's memory outlive the runner.
+  ModelRunner(model::CausalLM* model, const model::KvCacheView& kv);
+
+  StepResult Execute(const StepPlan& plan);
+
+ private:
+  struct SeqState {
+    std::shared_ptr<const RequestInfo> info;
+    int sample_index = 0;
+    std::vector<int32_t> sampled;  // every token sampled for this sequence, in order
+    bool failed = false;
+    // Grammar state when params.grammar is set (created on the first sampled step).
+    std::unique_ptr<GrammarConstraint> grammar;
+  };
+
+  model::CausalLM* model_;
+  model::KvCacheView kv_;
+  std::unordered_map<int64_t, SeqState> seqs_;
+  model::ForwardOutput output_;
+};
+
+}  // namespace deepinfer::engine
+
+#endif  // DEEPINFER_ENGINE_MODEL_RUNNER_H_

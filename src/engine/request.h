@@ -1,0 +1,104 @@
+// What callers exchange with the engine: a GenerateRequest in, a RequestStream of StepOutputs
+// out. Thread-safety: RequestStream is safe for one producer (the engine thread) and any number
+// of consumer threads (typically one HTTP thread).
+#ifndef DEEPINFER_ENGINE_REQUEST_H_
+#define DEEPINFER_ENGINE_REQUEST_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/sampling_params.h"
+
+namespace deepinfer::engine {
+
+// A request as submitted. `prompt` holds token ids (tokenization is the caller's job).
+struct GenerateRequest {
+  // Unique among the engine's live requests (AlreadyExists otherwise); "" = engine assigns one.
+  std::string request_id;
+  std::vector<int32_t> prompt;  // non-empty, ids < vocab_size
+  SamplingParams params;
+};
+
+// Why a sample stopped.
+enum class FinishReason {
+  kStop,    // EOS (unless ignore_eos) or one of stop_token_ids was generated
+  kLength,  // max_tokens reached, or the model's max context
+  kAbort,   // Engine::Abort / Shutdown
+  kError,   // the forward failed; StepOutput::error says why
+};
+std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", "abort", "error"
+
+// A token and its log-probability (natural log) under the model's raw distribution.
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  // Rank of token_id in the distribution (1 = most likely).
+  int32_t rank = 0;
+  // The top-k alternatives (k = SamplingParams::logprobs), most likely first.
+  std::vector<std::pair<int32_t, float>> top;
+
+  bool operator==(const TokenLogprob&) const = default;
+};
+
+// One message on a request's stream: new tokens of one sample (usually one token per step),
+// and/or its end. The last message of each sample has `finish` set; after every sample's last
+// message the stream is closed.
+struct StepOutput {
+  int sample_index = 0;                // 0..n-1
+  std::vector<int32_t> token_ids;      // newly generated ids (may be empty on abort/error)
+  std::vector<TokenLogprob> logprobs;  // parallel to token_ids when params.logprobs >= 0
+  // Prompt logprobs (only in the first message of sample 0, when params.prompt_logprobs >= 0):
+  // entry i is prompt token i+1 given prompt tokens 0..i.
+  std::vector<TokenLogprob> prompt_logprobs;
+  std::optional<FinishReason> finish;
+  absl::Status error;  // non-OK only with FinishReason::kError
+  // Timings (MonotonicNanos clock) and counts, filled on every message.
+  int64_t arrival_ns = 0;      // Submit() time
+  int64_t first_token_ns = 0;  // when this sample's first token was produced (0 if none yet)
+  int64_t now_ns = 0;          // when this message was produced
+  int prompt_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens served from a prefix cache (0 for now)
+  int output_tokens = 0;  // this sample's generated tokens so far
+};
+
+// Output queue of one request. The engine pushes; consumers pop with or without a timeout.
+class RequestStream {
+ public:
+  RequestStream(std::string request_id, int num_samples)
+      : request_id_(std::move(request_id)), open_samples_(num_samples) {}
+
+  const std::string& request_id() const { return request_id_; }
+
+  // Pops the next message, waiting up to `timeout`. Returns nullopt on timeout or when the stream
+  // is finished and drained (check finished() to tell them apart).
+  std::optional<StepOutput> Next(std::chrono::nanoseconds timeout);
+  // Pops the next message, waiting as long as needed; nullopt once finished and drained.
+  std::optional<StepOutput> Next();
+  // Pops everything queued now without waiting.
+  std::vector<StepOutput> Drain();
+  // True when every sample's final message has been pushed (they may not be popped yet).
+  bool finished() const;
+
+  // Engine side: appends a message; a message with `finish` closes its sample.
+  void Push(StepOutput output);
+
+ private:
+  const std::string request_id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StepOutput> queue_;  // guarded by mu_
+  int open_samples_;              // guarded by mu_
+};
+
+}  // namespace deepinfer::engine
+
+#endif  // DEEPINFER_ENGINE_REQUEST_H_

@@ -1,0 +1,924 @@
+// AVX2 + FMA kernels. See ops.h for the documented reduction order; the essential invariant is
+// that a Linear output element is always produced by the same sequence of FMAs into one 8-lane
+// accumulator (lane l takes k = l, l+8, ...), whether the weights are streamed (small M) or
+// packed into an FP32 panel (large M), followed by the same horizontal sum.
+#include "kernels/cpu/avx2.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "common/check.h"
+#include "kernels/cpu/reference.h"
+#include "kernels/formats.h"
+
+namespace deepinfer::kernels::avx2 {
+namespace {
+
+// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)): the fixed lane-combination order of ops.h.
+inline float HorizontalSum(__m256 v) {
+  const __m128 lo = _mm256_castps256_ps128(v);
+  const __m128 hi = _mm256_extractf128_ps(v, 1);
+  const __m128 s4 = _mm_add_ps(lo, hi);                     // [l0+l4, l1+l5, l2+l6, l3+l7]
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));  // [(04)+(26), (15)+(37), ..]
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+// Mask with the first r (0..8) lanes set.
+inline __m256i TailMask(int64_t r) {
+  alignas(32) static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                0,  0,  0,  0,  0,  0,  0,  0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - r));
+}
+
+float ScaleValue(const WeightView& w, int64_t index) {
+  if (w.scale_dtype == ScaleDType::kF32) return static_cast<const float*>(w.scales)[index];
+  return E8m0ToFloat(static_cast<const uint8_t*>(w.scales)[index]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row decoders: produce FP32 weight values fl(decoded · scale) exactly as ref::WeightAt does.
+// Decode32(k) fills 4 vectors for columns k..k+31 (k % 32 == 0), Decode8(k) one vector
+// (k % 8 == 0), DecodeTail(k, r, out) the last r < 8 columns into out[0..8) zero-padded.
+
+struct F32Row {
+  const float* p;
+  F32Row(const WeightView& w, int64_t n) : p(static_cast<const float*>(w.data) + n * w.cols) {}
+  void Decode32(int64_t k, __m256* out) const {
+    for (int i = 0; i < 4; ++i) out[i] = _mm256_loadu_ps(p + k + 8 * i);
+  }
+  __m256 Decode8(int64_t k) const { return _mm256_loadu_ps(p + k); }
+  void DecodeTail(int64_t k, int64_t r, float* out) const {
+    for (int i = 0; i < 8; ++i) out[i] = i < r ? p[k + i] : 0.0f;
+  }
+};
+
+struct Bf16Row {
+  const uint16_t* p;
+  Bf16Row(const WeightView& w, int64_t n) : p(static_cast<const uint16_t*>(w.data) + n * w.cols) {}
+  static __m256 Widen(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  void Decode32(int64_t k, __m256* out) const {
+    for (int i = 0; i < 4; ++i) {
+      out[i] = Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 8 * i)));
+    }
+  }
+  __m256 Decode8(int64_t k) const {
+    return Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k)));
+  }
+  void DecodeTail(int64_t k, int64_t r, float* out) const {
+    for (int i = 0; i < 8; ++i) out[i] = i < r ? Bf16ToFloat(p[k + i]) : 0.0f;
+  }
+};
+
+// e4m3 -> fp16 bits by shifting (exact: fp16 has more exponent and mantissa bits); the fp16
+// value is the e4m3 value times 2^-8, so the scale is pre-multiplied by 256.
+struct Fp8Row {
+  const uint8_t* p;
+  const WeightView* w;
+  int64_t scale_base;  // index of this row's first scale
+  Fp8Row(const WeightView& wv, int64_t n)
+      : p(static_cast<const uint8_t*>(wv.data) + n * wv.cols),
+        w(&wv),
+        scale_base((n / 128 + wv.scale_row_offset) * ((wv.cols + 127) / 128)) {}
+  __m256 Scale256(int64_t k) const {
+    return _mm256_set1_ps(ScaleValue(*w, scale_base + k / 128) * 256.0f);
+  }
+  static __m128i ZeroNaN(__m128i b) {
+    // (b | 0x80) == 0xFF  <=>  b is 0x7F or 0xFF (NaN codes) -> decode to 0 like DS4.
+    const __m128i nan = _mm_cmpeq_epi8(_mm_or_si128(b, _mm_set1_epi8(static_cast<char>(0x80))),
+                                       _mm_set1_epi8(static_cast<char>(0xFF)));
+    return _mm_andnot_si128(nan, b);
+  }
+  static __m256i ToHalfBits16(__m128i b) {
+    // Sign-extend: bits 15..7 = sign, 6..0 = exponent/mantissa; << 7 puts e/m at bits 13..7
+    // and the sign at bit 15 (bit 14 also gets the sign and is masked off).
+    const __m256i h = _mm256_cvtepi8_epi16(b);
+    return _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+  }
+  void Decode32(int64_t k, __m256* out) const {
+    const __m256 s = Scale256(k);
+    for (int half = 0; half < 2; ++half) {
+      const __m128i b =
+          ZeroNaN(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 16 * half)));
+      const __m256i h = ToHalfBits16(b);
+      out[2 * half] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), s);
+      out[2 * half + 1] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), s);
+    }
+  }
+  __m256 Decode8(int64_t k) const {
+    const __m128i b = ZeroNaN(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k)));
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7),
+                                    _mm_set1_epi16(static_cast<short>(0xBF80)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), Scale256(k));
+  }
+  void DecodeTail(int64_t k, int64_t r, float* out) const {
+    const float s = ScaleValue(*w, scale_base + k / 128);
+    for (int i = 0; i < 8; ++i) {
+      const uint8_t c = p[k + i < w->cols ? k + i : 0];
+      out[i] = (i < r && (c & 0x7F) != 0x7F) ? Fp8E4m3ToFloat(c) * s : 0.0f;
+    }
+  }
+};
+
+// FP8 without the scale: e4m3 · 2^-8 exactly (the fp16 bit pattern). Used by the decode path
+// when the block scale 2^e · 256 has been folded into a copy of x instead (see StreamFp8).
+struct Fp8RowUnscaled {
+  const uint8_t* p;
+  Fp8RowUnscaled(const WeightView& w, int64_t n)
+      : p(static_cast<const uint8_t*>(w.data) + n * w.cols) {}
+  void Decode32(int64_t k, __m256* out) const {
+    for (int half = 0; half < 2; ++half) {
+      const __m128i b =
+          Fp8Row::ZeroNaN(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 16 * half)));
+      const __m256i h = Fp8Row::ToHalfBits16(b);
+      out[2 * half] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+      out[2 * half + 1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    }
+  }
+  __m256 Decode8(int64_t k) const {
+    const __m128i b = Fp8Row::ZeroNaN(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k)));
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7),
+                                    _mm_set1_epi16(static_cast<short>(0xBF80)));
+    return _mm256_cvtph_ps(h);
+  }
+  void DecodeTail(int64_t k, int64_t r, float* out) const {
+    for (int i = 0; i < 8; ++i) {
+      const uint8_t c = i < r ? p[k + i] : 0;
+      out[i] = (c & 0x7F) != 0x7F ? Fp8E4m3ToFloat(c) * (1.0f / 256.0f) : 0.0f;
+    }
+  }
+};
+
+// MXFP4. Columns are consumed in a fixed permuted order: within every group of 16 columns the 8
+// even columns (low nibbles of 8 bytes) come first, then the 8 odd ones (high nibbles), and x is
+// permuted the same way once per call (PermuteMxfp4Columns), so no byte interleaving is needed.
+// Each byte is zero-extended to a 32-bit lane; vpshufb maps the nibble in the lane's low byte
+// to u = 2·value + 16 (4..28; the lane's other bytes get index 0x80, i.e. 0), and
+// fma(u, s/2, −8s) = value·s exactly (u·s/2 and 8s are exact, and so is their difference).
+struct Fp4Row {
+  const uint8_t* p;
+  const uint8_t* s;
+  Fp4Row(const WeightView& w, int64_t n)
+      : p(static_cast<const uint8_t*>(w.data) + n * (w.cols / 2)),
+        s(static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32)) {}
+  void Decode32(int64_t k, __m256* out) const {
+    // nibble n -> 2·e2m1(n) + 16; bytes 1..3 of each lane index with bit 7 set, giving 0.
+    const __m256i lut =
+        _mm256_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4,  //
+                         16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4);
+    const __m256i high_zero = _mm256_set1_epi32(static_cast<int>(0x80808000u));
+    const float scale = E8m0ToFloat(s[k / 32]);
+    const __m256 half = _mm256_set1_ps(scale * 0.5f);
+    const __m256 off = _mm256_set1_ps(scale * -8.0f);
+    const __m256i lo_mask = _mm256_set1_epi32(0x0F);
+    for (int g = 0; g < 2; ++g) {
+      const __m256i b = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k / 2 + 8 * g)));
+      const __m256i lo =
+          _mm256_shuffle_epi8(lut, _mm256_or_si256(_mm256_and_si256(b, lo_mask), high_zero));
+      const __m256i hi =
+          _mm256_shuffle_epi8(lut, _mm256_or_si256(_mm256_srli_epi32(b, 4), high_zero));
+      out[2 * g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), half, off);
+      out[2 * g + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), half, off);
+    }
+  }
+  // K is a multiple of 32 for MXFP4: Decode8/DecodeTail are never reached.
+  __m256 Decode8(int64_t) const { return _mm256_setzero_ps(); }
+  void DecodeTail(int64_t, int64_t, float* out) const { std::memset(out, 0, 32); }
+};
+
+// out[r][16g + i] = x[r][16g + 2i], out[r][16g + 8 + i] = x[r][16g + 2i + 1] (K % 16 == 0).
+void PermuteMxfp4Columns(const float* x, int64_t rows, int64_t K, int64_t x_stride, float* out) {
+  const __m256i idx = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = x + r * x_stride;
+    float* dst = out + r * K;
+    for (int64_t k = 0; k < K; k += 16) {
+      // a = [e0 o0 e1 o1 e2 o2 e3 o3] -> [e0 e1 e2 e3 | o0 o1 o2 o3]
+      const __m256 a = _mm256_permutevar8x32_ps(_mm256_loadu_ps(src + k), idx);
+      const __m256 b = _mm256_permutevar8x32_ps(_mm256_loadu_ps(src + k + 8), idx);
+      _mm256_storeu_ps(dst + k, _mm256_permute2f128_ps(a, b, 0x20));      // evens
+      _mm256_storeu_ps(dst + k + 8, _mm256_permute2f128_ps(a, b, 0x31));  // odds
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear, small M: weights streamed once, MR x rows against NR weight rows at a time.
+
+constexpr int64_t kStreamMaxM = 4;
+
+template <class Row, size_t... I>
+std::array<Row, sizeof...(I)> MakeRows(const WeightView& w, int64_t n, std::index_sequence<I...>) {
+  return {Row(w, n + static_cast<int64_t>(I))...};
+}
+
+template <class Row, int MR, int NR>
+void StreamTile(const float* const* xr, const WeightView& w, int64_t n, int64_t K,
+                const float* bias, float* const* yr) {
+  const std::array<Row, NR> rows = MakeRows<Row>(w, n, std::make_index_sequence<NR>());
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    for (int j = 0; j < NR; ++j) {
+      __m256 wv[4];
+      rows[j].Decode32(k, wv);
+      for (int i = 0; i < MR; ++i) {
+        for (int v = 0; v < 4; ++v) {
+          acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(xr[i] + k + 8 * v), wv[v], acc[i][j]);
+        }
+      }
+    }
+  }
+  for (; k + 8 <= K; k += 8) {
+    for (int j = 0; j < NR; ++j) {
+      const __m256 wv = rows[j].Decode8(k);
+      for (int i = 0; i < MR; ++i) {
+        acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(xr[i] + k), wv, acc[i][j]);
+      }
+    }
+  }
+  if (k < K) {
+    const int64_t r = K - k;
+    const __m256i mask = TailMask(r);
+    for (int j = 0; j < NR; ++j) {
+      alignas(32) float tmp[8];
+      rows[j].DecodeTail(k, r, tmp);
+      const __m256 wv = _mm256_load_ps(tmp);
+      for (int i = 0; i < MR; ++i) {
+        acc[i][j] = _mm256_fmadd_ps(_mm256_maskload_ps(xr[i] + k, mask), wv, acc[i][j]);
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float v = HorizontalSum(acc[i][j]);
+      if (bias != nullptr) v += bias[n + j];
+      yr[i][n + j] = v;
+    }
+  }
+}
+
+template <class Row, int MR>
+void StreamRowsMR(const float* const* xr, const WeightView& w, int64_t n0, int64_t n1,
+                  const float* bias, float* const* yr) {
+  constexpr int kNR = MR <= 2 ? 4 : 2;
+  int64_t n = n0;
+  for (; n + kNR <= n1; n += kNR) StreamTile<Row, MR, kNR>(xr, w, n, w.cols, bias, yr);
+  for (; n < n1; ++n) StreamTile<Row, MR, 1>(xr, w, n, w.cols, bias, yr);
+}
+
+template <class Row>
+void StreamRows(const float* x, int64_t x_stride, int64_t M, const WeightView& w, int64_t n0,
+                int64_t n1, const float* bias, float* y, int64_t y_stride) {
+  for (int64_t m = 0; m < M; m += kStreamMaxM) {
+    const int64_t mr = std::min(kStreamMaxM, M - m);
+    const float* xr[4];
+    float* yr[4];
+    for (int64_t i = 0; i < mr; ++i) {
+      xr[i] = x + (m + i) * x_stride;
+      yr[i] = y + (m + i) * y_stride;
+    }
+    switch (mr) {
+      case 1:
+        StreamRowsMR<Row, 1>(xr, w, n0, n1, bias, yr);
+        break;
+      case 2:
+        StreamRowsMR<Row, 2>(xr, w, n0, n1, bias, yr);
+        break;
+      case 3:
+        StreamRowsMR<Row, 3>(xr, w, n0, n1, bias, yr);
+        break;
+      default:
+        StreamRowsMR<Row, 4>(xr, w, n0, n1, bias, yr);
+        break;
+    }
+  }
+}
+
+// FP8 decode with E8M0 scales. Within one 128-row block every row shares the scale of each
+// 128-column block, so x is copied once per row block as xs = x · 2^e · 256 and the weights are
+// decoded unscaled (e4m3 · 2^-8): per term fma(xs, w16, acc). When xs is exact (no underflow or
+// overflow; checked), xs·w16 = x·(e4m3·2^e) exactly, so this is bitwise the same FMA sequence as
+// the generic path fma(x, fl(e4m3·2^e), acc) and the packed prefill path. Otherwise that row
+// block falls back to the generic decoder.
+void StreamFp8(const float* x, int64_t x_stride, int64_t M, const WeightView& w, int64_t n0,
+               int64_t n1, const float* bias, float* y, int64_t y_stride, float* xs_buf) {
+  const int64_t K = w.cols;
+  const int64_t kblocks = (K + 127) / 128;
+  const auto* scales = static_cast<const uint8_t*>(w.scales);
+  for (int64_t m = 0; m < M; m += kStreamMaxM) {
+    const int64_t mr = std::min(kStreamMaxM, M - m);
+    const float* xr[4];
+    const float* xsr[4];
+    float* yr[4];
+    for (int64_t i = 0; i < mr; ++i) {
+      xr[i] = x + (m + i) * x_stride;
+      xsr[i] = xs_buf + i * K;
+      yr[i] = y + (m + i) * y_stride;
+    }
+    for (int64_t rb0 = n0; rb0 < n1;) {
+      const int64_t rb = rb0 / 128;
+      const int64_t rb1 = std::min(n1, (rb + 1) * 128);
+      const uint8_t* srow = scales + (rb + w.scale_row_offset) * kblocks;
+      // Build xs and check that every nonzero product stayed a normal float.
+      __m256 bad = _mm256_setzero_ps();
+      const __m256 sign = _mm256_set1_ps(-0.0f);
+      const __m256 tiny = _mm256_set1_ps(std::numeric_limits<float>::min());
+      const __m256 huge = _mm256_set1_ps(std::numeric_limits<float>::max());
+      bool exact = true;
+      for (int64_t i = 0; i < mr && exact; ++i) {
+        float* dst = xs_buf + i * K;
+        for (int64_t kb = 0; kb < kblocks; ++kb) {
+          const uint8_t e = srow[kb];
+          if (e < 20 || e > 200) {  // keep 2^e·256 and the products far from the edges
+            exact = false;
+            break;
+          }
+          const float f = E8m0ToFloat(e) * 256.0f;
+          const __m256 vf = _mm256_set1_ps(f);
+          const int64_t k1 = std::min(K, (kb + 1) * 128);
+          int64_t k = kb * 128;
+          for (; k + 8 <= k1; k += 8) {
+            const __m256 xv = _mm256_loadu_ps(xr[i] + k);
+            const __m256 v = _mm256_mul_ps(xv, vf);
+            const __m256 a = _mm256_andnot_ps(sign, v);
+            // inexact if (0 < |v| < FLT_MIN) or (x != 0 and v == 0) or |v| > FLT_MAX / NaN
+            const __m256 sub = _mm256_and_ps(_mm256_cmp_ps(a, tiny, _CMP_LT_OQ),
+                                             _mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+            const __m256 big = _mm256_cmp_ps(a, huge, _CMP_NLE_UQ);
+            bad = _mm256_or_ps(bad, _mm256_or_ps(sub, big));
+            _mm256_storeu_ps(dst + k, v);
+          }
+          for (; k < k1; ++k) {
+            const float v = xr[i][k] * f;
+            const float a = std::fabs(v);
+            if ((xr[i][k] != 0.0f && a < std::numeric_limits<float>::min()) ||
+                !(a <= std::numeric_limits<float>::max())) {
+              exact = false;
+            }
+            dst[k] = v;
+          }
+        }
+      }
+      if (_mm256_movemask_ps(bad) != 0) exact = false;
+      float* const* yrp = yr;
+      switch (exact ? mr : -mr) {
+        case 1:
+          StreamRowsMR<Fp8RowUnscaled, 1>(xsr, w, rb0, rb1, bias, yrp);
+          break;
+        case 2:
+          StreamRowsMR<Fp8RowUnscaled, 2>(xsr, w, rb0, rb1, bias, yrp);
+          break;
+        case 3:
+          StreamRowsMR<Fp8RowUnscaled, 3>(xsr, w, rb0, rb1, bias, yrp);
+          break;
+        case 4:
+          StreamRowsMR<Fp8RowUnscaled, 4>(xsr, w, rb0, rb1, bias, yrp);
+          break;
+        case -1:
+          StreamRowsMR<Fp8Row, 1>(xr, w, rb0, rb1, bias, yrp);
+          break;
+        case -2:
+          StreamRowsMR<Fp8Row, 2>(xr, w, rb0, rb1, bias, yrp);
+          break;
+        case -3:
+          StreamRowsMR<Fp8Row, 3>(xr, w, rb0, rb1, bias, yrp);
+          break;
+        default:
+          StreamRowsMR<Fp8Row, 4>(xr, w, rb0, rb1, bias, yrp);
+          break;
+      }
+      rb0 = rb1;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear, large M: per thread, a panel of kNC weight rows x kKC columns is decoded to FP32 once
+// and reused by every row of x; kMR x kNR register tiles; partial accumulators kept across K chunks
+// in a per-thread buffer so the lane order is exactly that of the streamed path.
+
+constexpr int64_t kNC = 48;   // weight rows per panel (multiple of kNR)
+constexpr int64_t kKC = 512;  // columns per panel (multiple of 32)
+constexpr int64_t kMC = 48;   // x rows per accumulator block (multiple of kMR)
+constexpr int kMR = 4;
+// Thread ranges along N start on multiples of this (keeps 4-row stream tiles inside one FP8
+// 128-row scale block).
+constexpr int64_t kAlignN = 32;
+constexpr int kNR = 3;
+
+constexpr size_t kPanelFloats = kNC * kKC;
+constexpr size_t kAccFloats = kMC * kNC * 8;
+constexpr size_t kPerThreadBytes = (kPanelFloats + kAccFloats) * sizeof(float);
+
+template <class Row>
+void PackPanel(const WeightView& w, int64_t nb, int64_t nc, int64_t kb, int64_t kc, float* panel) {
+  const int64_t kc8 = (kc + 7) / 8 * 8;
+  for (int64_t j = 0; j < kNC; ++j) {
+    float* dst = panel + j * kKC;
+    if (j >= nc) {
+      std::memset(dst, 0, kc8 * sizeof(float));
+      continue;
+    }
+    const Row row(w, nb + j);
+    int64_t k = 0;
+    for (; k + 32 <= kc; k += 32) {
+      __m256 v[4];
+      row.Decode32(kb + k, v);
+      for (int i = 0; i < 4; ++i) _mm256_store_ps(dst + k + 8 * i, v[i]);
+    }
+    for (; k + 8 <= kc; k += 8) _mm256_store_ps(dst + k, row.Decode8(kb + k));
+    if (k < kc) row.DecodeTail(kb + k, kc - k, dst + k);
+  }
+}
+
+// One MR x kNR register tile over columns [kb, kb + kc) of the panel. Accumulators start at
+// zero on the first chunk, else from accbuf; on the last chunk the horizontal sums go to
+// out[i][j], otherwise the accumulators go back to accbuf.
+template <int MR>
+void PanelTile(const float* const* xr, int64_t kb, int64_t kc, const float* panel, int64_t j0,
+               float* accbuf, bool first, bool last, float (*out)[kNR]) {
+  __m256 acc[MR][kNR];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < kNR; ++j) {
+      acc[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(accbuf + (i * kNR + j) * 8);
+    }
+  }
+  const float* wp[kNR];
+  for (int j = 0; j < kNR; ++j) wp[j] = panel + (j0 + j) * kKC;
+  const int64_t kfull = kc / 8 * 8;
+  int64_t k = 0;
+  for (; k < kfull; k += 8) {
+    __m256 xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_ps(xr[i] + kb + k);
+    for (int j = 0; j < kNR; ++j) {
+      const __m256 wv = _mm256_load_ps(wp[j] + k);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  if (k < kc) {  // the global K tail (only in the last chunk): same masked step as streaming
+    const __m256i mask = TailMask(kc - k);
+    __m256 xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm256_maskload_ps(xr[i] + kb + k, mask);
+    for (int j = 0; j < kNR; ++j) {
+      const __m256 wv = _mm256_load_ps(wp[j] + k);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  if (!last) {
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < kNR; ++j) _mm256_store_ps(accbuf + (i * kNR + j) * 8, acc[i][j]);
+    }
+    return;
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < kNR; ++j) out[i][j] = HorizontalSum(acc[i][j]);
+  }
+}
+
+template <int MR>
+void PanelTileDispatch(int64_t mr, const float* const* xr, int64_t kb, int64_t kc,
+                       const float* panel, int64_t j0, float* accbuf, bool first, bool last,
+                       float (*out)[kNR]) {
+  if (mr == MR) return PanelTile<MR>(xr, kb, kc, panel, j0, accbuf, first, last, out);
+  if constexpr (MR > 1) {
+    PanelTileDispatch<MR - 1>(mr, xr, kb, kc, panel, j0, accbuf, first, last, out);
+  }
+}
+
+template <class Row>
+void PackedRows(const float* x, int64_t x_stride, int64_t M, const WeightView& w, int64_t n0,
+                int64_t n1, const float* bias, float* y, int64_t y_stride, float* scratch) {
+  const int64_t K = w.cols;
+  float* panel = scratch;
+  float* accbuf = scratch + kPanelFloats;
+  for (int64_t nb = n0; nb < n1; nb += kNC) {
+    const int64_t nc = std::min(kNC, n1 - nb);
+    for (int64_t mb = 0; mb < M; mb += kMC) {
+      const int64_t mc = std::min(kMC, M - mb);
+      for (int64_t kb = 0; kb < K; kb += kKC) {
+        const int64_t kc = std::min(kKC, K - kb);
+        const bool first = kb == 0, last = kb + kc >= K;
+        PackPanel<Row>(w, nb, nc, kb, kc, panel);
+        // j-group outer: its 4 panel rows stay in L1 while the x block streams from L2.
+        for (int64_t j0 = 0; j0 < nc; j0 += kNR) {
+          for (int64_t m = mb; m < mb + mc; m += kMR) {
+            const int64_t mr = std::min<int64_t>(kMR, mb + mc - m);
+            const float* xr[kMR];
+            for (int64_t i = 0; i < mr; ++i) xr[i] = x + (m + i) * x_stride;
+            float* ab = accbuf + (((m - mb) / kMR) * (kNC / kNR) + j0 / kNR) * (kMR * kNR * 8);
+            float out[kMR][kNR];
+            PanelTileDispatch<kMR>(mr, xr, kb, kc, panel, j0, ab, first, last, out);
+            if (!last) continue;
+            // Panel rows beyond nc are zero padding: computed, never stored.
+            const int64_t valid = std::min<int64_t>(kNR, nc - j0);
+            for (int64_t i = 0; i < mr; ++i) {
+              float* yr = y + (m + i) * y_stride + nb + j0;
+              for (int64_t j = 0; j < valid; ++j) {
+                yr[j] = bias != nullptr ? out[i][j] + bias[nb + j0 + j] : out[i][j];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+size_t AlignUp(size_t v) { return (v + 63) / 64 * 64; }
+
+// Per-thread scratch bytes of one Linear call.
+size_t PerThreadBytes(int64_t M, const WeightView& w) {
+  if (M > kStreamMaxM) return AlignUp(kPerThreadBytes);
+  if (w.dtype == WeightDType::kFP8Block && w.scale_dtype == ScaleDType::kE8M0) {
+    return AlignUp(static_cast<size_t>(kStreamMaxM * w.cols) * sizeof(float));
+  }
+  return 0;
+}
+
+template <class Row>
+void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& w, float* y,
+                 int64_t y_stride, const float* bias, ThreadPool* pool, char* thread_scratch) {
+  const int64_t N = w.rows;
+  const int threads = pool != nullptr && N > kAlignN ? pool->num_threads() : 1;
+  const size_t per_thread = PerThreadBytes(M, w);
+  auto run = [&](int64_t n0, int64_t n1) {
+    // Each range gets its own scratch slot: its index within the static partition.
+    int slot = 0;
+    for (int t = 0; t < threads; ++t) {
+      if (ThreadPool::RangeOf(N, kAlignN, t, threads).first == n0) {
+        slot = t;
+        break;
+      }
+    }
+    float* scratch = reinterpret_cast<float*>(thread_scratch + slot * per_thread);
+    if (M > kStreamMaxM) {
+      PackedRows<Row>(x, x_stride, M, w, n0, n1, bias, y, y_stride, scratch);
+    } else if (std::is_same_v<Row, Fp8Row> && w.scale_dtype == ScaleDType::kE8M0) {
+      StreamFp8(x, x_stride, M, w, n0, n1, bias, y, y_stride, scratch);
+    } else {
+      StreamRows<Row>(x, x_stride, M, w, n0, n1, bias, y, y_stride);
+    }
+  };
+  if (threads > 1) {
+    pool->ParallelFor(N, kAlignN, run);
+  } else {
+    run(0, N);
+  }
+}
+
+}  // namespace
+
+size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
+                            int num_threads) {
+  size_t bytes = 0;
+  if (opt.quantize_activations || w.dtype == WeightDType::kMXFP4) {
+    bytes += AlignUp(static_cast<size_t>(M * w.cols) * 4);
+  }
+  bytes += PerThreadBytes(M, w) * std::max(1, num_threads);
+  return bytes;
+}
+
+void Linear(const float* x, int64_t M, const WeightView& w, float* y, const LinearOptions& opt,
+            ThreadPool* pool, void* workspace, size_t workspace_bytes) {
+  const int64_t K = w.cols;
+  int64_t x_stride = opt.x_stride ? opt.x_stride : K;
+  const int64_t y_stride = opt.y_stride ? opt.y_stride : w.rows;
+  char* ws = static_cast<char*>(workspace);
+  if (opt.quantize_activations || w.dtype == WeightDType::kMXFP4) {
+    float* xq = reinterpret_cast<float*>(ws);
+    if (opt.quantize_activations) {
+      for (int64_t m = 0; m < M; ++m) {
+        std::memcpy(xq + m * K, x + m * x_stride, K * sizeof(float));
+      }
+      ActQuantFp8Sim(xq, M, K, 128);
+      if (w.dtype == WeightDType::kMXFP4) PermuteMxfp4Columns(xq, M, K, K, xq);
+    } else {
+      PermuteMxfp4Columns(x, M, K, x_stride, xq);
+    }
+    x = xq;
+    x_stride = K;
+    ws += AlignUp(static_cast<size_t>(M * K) * 4);
+  }
+  switch (w.dtype) {
+    case WeightDType::kF32:
+      return LinearTyped<F32Row>(x, x_stride, M, w, y, y_stride, opt.bias, pool, ws);
+    case WeightDType::kBF16:
+      return LinearTyped<Bf16Row>(x, x_stride, M, w, y, y_stride, opt.bias, pool, ws);
+    case WeightDType::kFP8Block:
+      return LinearTyped<Fp8Row>(x, x_stride, M, w, y, y_stride, opt.bias, pool, ws);
+    case WeightDType::kMXFP4:
+      return LinearTyped<Fp4Row>(x, x_stride, M, w, y, y_stride, opt.bias, pool, ws);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions and quantisation
+
+void RoundToBf16(float* x, int64_t n) {
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i bias = _mm256_set1_epi32(0x7FFF);
+  const __m256i keep = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m256i quiet = _mm256_set1_epi32(0x00400000);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), keep);
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    const __m256i qn = _mm256_and_si256(_mm256_or_si256(u, quiet), keep);
+    r = _mm256_blendv_epi8(r, qn, nan);
+    _mm256_storeu_ps(x + i, _mm256_castsi256_ps(r));
+  }
+  for (; i < n; ++i) x[i] = RoundBf16(x[i]);
+}
+
+namespace {
+
+// e4m3 rounding (RNE) of y (|y| <= 448 or NaN handled by the caller) as FP32.
+inline __m256 RoundE4m3(__m256 y) {
+  const __m256i u = _mm256_castps_si256(y);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(1));
+  const __m256i rn =
+      _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFFF), lsb)),
+                       _mm256_set1_epi32(static_cast<int>(0xFFF00000u)));
+  const __m256 normal = _mm256_castsi256_ps(rn);
+  const __m256 sub = _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(512.0f)),
+                                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                   _mm256_set1_ps(1.0f / 512.0f));
+  const __m256 absy = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
+  const __m256 is_sub = _mm256_cmp_ps(absy, _mm256_set1_ps(0.015625f), _CMP_LT_OQ);
+  return _mm256_blendv_ps(normal, sub, is_sub);
+}
+
+inline float BlockAmax(const float* x, int64_t n) {
+  __m256 m = _mm256_setzero_ps();
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  // max_ps returns its second operand when either is NaN, so NaN elements are ignored.
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+  alignas(32) float t[8];
+  _mm256_store_ps(t, m);
+  float amax = 0.0f;
+  for (float v : t) amax = v > amax ? v : amax;
+  for (; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    if (a > amax) amax = a;
+  }
+  return amax;
+}
+
+}  // namespace
+
+void ActQuantFp8Sim(float* x, int64_t rows, int64_t cols, int64_t block) {
+  CHECK_GT(block, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; c += block) {
+      float* v = x + r * cols + c;
+      const int64_t n = std::min(block, cols - c);
+      const int e = Pow2ScaleExponent(BlockAmax(v, n), kActQuantAmaxFloor, kFp8E4m3Max);
+      if (e < -126 || e > 127) {  // extreme scales: leave to the exact scalar code
+        ref::ActQuantFp8Sim(v, 1, n, n);
+        continue;
+      }
+      const __m256 down = _mm256_set1_ps(std::ldexp(1.0f, -e));
+      const __m256 up = _mm256_set1_ps(std::ldexp(1.0f, e));
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(v + i);
+        __m256 q = _mm256_mul_ps(RoundE4m3(_mm256_mul_ps(xv, down)), up);
+        q = _mm256_blendv_ps(q, xv, _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q));
+        _mm256_storeu_ps(v + i, q);
+      }
+      for (; i < n; ++i) {
+        if (!std::isnan(v[i])) v[i] = std::ldexp(RoundFp8E4m3(std::ldexp(v[i], -e)), e);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Norms and elementwise
+
+void RmsNorm(const float* x, float* y, int64_t rows, int64_t dim, const float* weight_f32,
+             const uint16_t* weight_bf16, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= dim; i += 8) {
+      const __m256 v = _mm256_loadu_ps(xr + i);
+      acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    if (i < dim) {
+      const __m256 v = _mm256_maskload_ps(xr + i, TailMask(dim - i));
+      acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    const float mean = HorizontalSum(acc) / static_cast<float>(dim);
+    const float inv = 1.0f / std::sqrt(mean + eps);
+    const __m256 vinv = _mm256_set1_ps(inv);
+    i = 0;
+    for (; i + 8 <= dim; i += 8) {
+      __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + i), vinv);
+      if (weight_f32 != nullptr) v = _mm256_mul_ps(v, _mm256_loadu_ps(weight_f32 + i));
+      if (weight_bf16 != nullptr) {
+        v = _mm256_mul_ps(
+            v, Bf16Row::Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(weight_bf16 + i))));
+      }
+      _mm256_storeu_ps(yr + i, v);
+    }
+    for (; i < dim; ++i) {
+      float v = xr[i] * inv;
+      if (weight_f32 != nullptr) v *= weight_f32[i];
+      if (weight_bf16 != nullptr) v *= Bf16ToFloat(weight_bf16[i]);
+      yr[i] = v;
+    }
+  }
+}
+
+void Add(const float* a, const float* b, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  }
+  for (; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void Scale(float* x, float s, int64_t n) {
+  const __m256 vs = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+  for (; i < n; ++i) x[i] *= s;
+}
+
+void Axpy(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// exp and the activations built on it
+
+namespace {
+
+// exp(x) for FP32 lanes: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact
+// reduction), a degree-6 polynomial for e^r (Cephes expf coefficients, ~1 ulp), scaled by 2^n
+// through the exponent bits. Inputs are clamped to [-87.3, 88.7]: below, the result is 0 (as
+// needed for softmax/silu tails); NaN propagates.
+inline __m256 Exp(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.7f), lo = _mm256_set1_ps(-87.3f);
+  const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n in two halves so that n = 128 (x near 88.7) does not overflow the exponent field.
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const __m256i n2 = _mm256_sub_epi32(ni, n1);
+  const __m256 s1 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+  const __m256 s2 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+  __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  y = _mm256_andnot_ps(under, y);
+  return _mm256_blendv_ps(y, x, is_nan);
+}
+
+inline __m256 SiluVec(__m256 g) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
+  return _mm256_div_ps(g, _mm256_add_ps(one, e));
+}
+
+}  // namespace
+
+void Silu(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, SiluVec(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
+void SwiGlu(const float* gate, const float* up, float* out, int64_t n, float limit) {
+  const bool clamp = limit > 0.0f;
+  const __m256 lim = _mm256_set1_ps(limit), neg = _mm256_set1_ps(-limit);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
+    if (clamp) {
+      g = _mm256_min_ps(g, lim);
+      u = _mm256_max_ps(_mm256_min_ps(u, lim), neg);
+    }
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(SiluVec(g), u));
+  }
+  for (; i < n; ++i) {
+    float g = gate[i], u = up[i];
+    if (clamp) {
+      g = std::min(g, limit);
+      u = std::clamp(u, -limit, limit);
+    }
+    out[i] = g / (1.0f + std::exp(-g)) * u;
+  }
+}
+
+void Softmax(float* x, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* v = x + r * n;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, v[i]);
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(v + i), vmx));
+      acc = _mm256_add_ps(acc, e);
+      _mm256_storeu_ps(v + i, e);
+    }
+    float tail = 0.0f;
+    for (; i < n; ++i) {
+      v[i] = std::exp(v[i] - mx);
+      tail += v[i];
+    }
+    const float inv = 1.0f / (HorizontalSum(acc) + tail);
+    Scale(v, inv, n);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention: per head, scores with 8-lane dot products, global max, FP32 exp, P·V accumulated
+// key by key (in key-list order) into the output row, one final multiply by 1/denominator.
+
+namespace {
+
+inline float Dot(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  }
+  if (i < n) {
+    const __m256i mask = TailMask(n - i);
+    acc = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, mask), _mm256_maskload_ps(b + i, mask), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+}  // namespace
+
+void Attention(const float* q, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim,
+               const float* const* k_rows, const float* const* v_rows, int64_t n_keys,
+               const AttentionOptions& opt, float* out, float* workspace, int64_t h_begin,
+               int64_t h_end) {
+  const int64_t group = n_q_heads / n_kv_heads;
+  for (int64_t h = h_begin; h < h_end; ++h) {
+    const float* qh = q + h * head_dim;
+    float* oh = out + h * head_dim;
+    const int64_t off = (h / group) * head_dim;
+    float* p = workspace + h * n_keys;
+    std::fill(oh, oh + head_dim, 0.0f);
+    if (n_keys == 0) continue;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n_keys; ++j) {
+      p[j] = Dot(qh, k_rows[j] + off, head_dim) * opt.scale;
+      mx = std::max(mx, p[j]);
+    }
+    float denom = 0.0f;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      p[j] = std::exp(p[j] - mx);
+      denom += p[j];
+      if (opt.round_p_to_bf16) p[j] = RoundBf16(p[j]);
+    }
+    if (opt.sinks != nullptr) denom += std::exp(opt.sinks[h] - mx);
+    for (int64_t j = 0; j < n_keys; ++j) Axpy(p[j], v_rows[j] + off, oh, head_dim);
+    Scale(oh, 1.0f / denom, head_dim);
+  }
+}
+
+}  // namespace deepinfer::kernels::avx2

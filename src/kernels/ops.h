@@ -1,0 +1,279 @@
+// The CPU kernel API (ARCHITECTURE.md §5, KERNELS.md): every op the Llama and DeepSeek-V4
+// forward passes need, on raw float32 activation arrays.
+//
+// Conventions
+// - Activations are float32, row-major, contiguous unless a stride parameter says otherwise.
+//   Where the reference casts to BF16 the model calls RoundToBf16 itself.
+// - Ops never allocate: the few that need scratch take a caller workspace whose size is given
+//   by a *WorkspaceBytes / *WorkspaceFloats function (kernels/workspace.h has a grow-only
+//   buffer for callers). Shapes are checked with CHECK (a bad
+//   shape is a bug in the caller; file-level validation happens in the loaders, which can use
+//   WeightDataBytes/WeightScaleCount below).
+// - Each op has a scalar reference in cpu/reference.h (the test oracle) and, where it matters,
+//   an AVX2 version; the version is chosen at run time from ActiveIsa() (common/cpu_features.h,
+//   capped by DEEPINFER_FORCE_ISA). AVX-512 is never selected by this backend yet. AVX2
+//   versions exist for Linear, RoundToBf16, ActQuantFp8Sim, RmsNorm, Softmax, Silu, SwiGlu,
+//   Add/Scale/Axpy and attention; KvFp8Sim, Fp4Sim, Hadamard, RoPE, TopK (O(n log k) heap),
+//   EmbeddingGather and the dequantisers run the same scalar code on every ISA (small or
+//   memory-bound per call).
+// - Threads: ops that take a ThreadPool* split their work with its static ParallelFor; nullptr
+//   means "run on the calling thread".
+//
+// Reduction order and batch invariance (DEEPINFER_BATCH_INVARIANT)
+// Every op here is batch-invariant unconditionally, so the flag costs nothing:
+// - Linear: output y[m][n] is the dot product of row m of x with row n of W, accumulated in
+//   FP32 with fused multiply-adds fma(x, w, acc) in 8 lanes: lane l sums k = l, l+8, l+16, ...
+//   in increasing k (the last partial group of 8 is zero-padded); then the lanes are added as
+//   ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then the bias is added. w is the dequantised
+//   weight fl(code·scale) (exact for E8M0 scales). For MXFP4 the columns are visited in a fixed
+//   permuted order (in each group of 16: the 8 even columns, then the 8 odd ones). Power-of-two
+//   scales may be folded into x instead of w where that is provably exact (same products). The same
+//   order is used for every M (the decode path that streams weights and the prefill path that packs
+//   them produce bitwise identical rows), the work is split along N only (never K), so the result
+//   does not depend on M, on the row's position in the batch or on the thread count. The scalar
+//   reference sums k sequentially (a different but equally fixed order).
+// - Row-wise ops (norms, softmax, quantisers, RoPE, attention per query) process each row
+//   independently with a fixed order (8-lane partial sums combined as above for the vector
+//   path).
+#ifndef DEEPINFER_KERNELS_OPS_H_
+#define DEEPINFER_KERNELS_OPS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/thread_pool.h"
+#include "kernels/formats.h"
+
+namespace deepinfer::kernels {
+
+// =============================================================================================
+// Weights
+
+// Storage format of a weight matrix [N, K] (spec §2.2-2.4).
+enum class WeightDType {
+  kF32,       // float32 [N, K]
+  kBF16,      // uint16 bf16 bits [N, K]
+  kFP8Block,  // e4m3fn bytes [N, K] + one scale per 128x128 block: [ceil(N/128), ceil(K/128)]
+  kMXFP4,     // e2m1 nibbles [N, K/2] bytes (low nibble = even column) + scales [N, K/32]
+};
+
+// Type of the block scales (FP8Block accepts either; MXFP4 is always E8M0).
+enum class ScaleDType { kE8M0, kF32 };
+
+// A non-owning view of a weight matrix exactly as the safetensors file stores it.
+// `rows` = N (output features), `cols` = K (input features, logical: MXFP4 stores K/2 bytes per
+// row, and K must then be a multiple of 32). Scales are row-major as stored.
+struct WeightView {
+  WeightDType dtype = WeightDType::kF32;
+  const void* data = nullptr;
+  const void* scales = nullptr;  // FP8Block / MXFP4 only
+  ScaleDType scale_dtype = ScaleDType::kE8M0;
+  int64_t rows = 0;  // N
+  int64_t cols = 0;  // K
+  // Row-block offset into `scales` for FP8Block views made by SliceRows (in 128-row units);
+  // leave 0 for a whole tensor.
+  int64_t scale_row_offset = 0;
+};
+
+// Bytes of `data` for a weight of this dtype and shape (MXFP4: rows * cols / 2).
+int64_t WeightDataBytes(WeightDType dtype, int64_t rows, int64_t cols);
+// Number of scale entries (FP8Block: ceil(rows/128)*ceil(cols/128); MXFP4: rows*cols/32;
+// otherwise 0). Bytes = count * (1 for E8M0, 4 for F32).
+int64_t WeightScaleCount(WeightDType dtype, int64_t rows, int64_t cols);
+
+// Rows [row_begin, row_begin + row_count) of `w` as a view (no copy). For FP8Block, row_begin
+// must be a multiple of 128 (a scale block boundary); CHECK-fails otherwise.
+WeightView SliceRows(const WeightView& w, int64_t row_begin, int64_t row_count);
+
+// Dequantises rows [row_begin, row_end) of `w` to float32 `out` [(row_end-row_begin), K]
+// (spec §2.4). FP8 NaN codes (0x7F/0xFF) decode to 0, as DS4 does.
+void DequantizeWeightRows(const WeightView& w, int64_t row_begin, int64_t row_end, float* out);
+// Whole matrix: out [N, K] float32.
+void DequantizeWeight(const WeightView& w, float* out);
+// Whole matrix rounded to BF16 (RNE) into out [N, K] (the official converter does this for
+// wo_a; e4m3 x power-of-two values are exact in BF16 unless the scale is extreme).
+void DequantizeWeightToBf16(const WeightView& w, uint16_t* out);
+
+// =============================================================================================
+// Linear: y[M, N] = x[M, K] · W[N, K]^T (+ bias)
+
+struct LinearOptions {
+  // Simulate the reference's FP8 activation quantisation before the product (spec §2.5): each
+  // row of x is cut into blocks of 128 along K, each block is rounded to e4m3 with the
+  // power-of-two scale 2^ceil(log2(max(amax,1e-4)/448)) and dequantised (ActQuantFp8Sim).
+  // The product with FP8/FP4 weights is then exact per term; only FP32 summation remains.
+  // x itself is not modified (the quantised copy lives in the workspace).
+  bool quantize_activations = false;
+  // Optional bias [N] added after the reduction (nullptr: none).
+  const float* bias = nullptr;
+  // Row strides in floats; 0 means dense (K for x, N for y).
+  int64_t x_stride = 0;
+  int64_t y_stride = 0;
+};
+
+// Workspace bytes Linear needs for this call (0 when none; then `workspace` may be null).
+// Depends on M, K, N, dtype, options, the ISA and pool's thread count, never on data; pass the
+// same pool as to Linear (null = calling thread only).
+size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
+                            const ThreadPool* pool);
+
+// y[m][n] = Σ_k x[m][k]·W[n][k] (+ bias[n]) in FP32 (see the file comment for the exact order).
+// x: [M, K] (stride opt.x_stride), y: [M, N] (stride opt.y_stride); M >= 0. x and y must not
+// overlap. `workspace` must hold LinearWorkspaceBytes(M, w, opt, pool) bytes and be 64-byte
+// aligned (CHECKed). pool may be null.
+void Linear(const float* x, int64_t M, const WeightView& w, float* y, const LinearOptions& opt,
+            ThreadPool* pool, void* workspace, size_t workspace_bytes);
+
+// =============================================================================================
+// Format conversions on activation arrays
+
+// x[i] = bf16(x[i]) (round to nearest even) in place: the reference's activation casts.
+void RoundToBf16(float* x, int64_t n);
+void Bf16ToF32(const uint16_t* in, float* out, int64_t n);
+void F32ToBf16(const float* in, uint16_t* out, int64_t n);
+
+// =============================================================================================
+// Quantisation simulations (quantise + dequantise in place; spec §2.5, §3.5 step 4, §3.6.1).
+// NaN inputs: NaN elements stay NaN and do not influence their block's scale (the amax
+// ignores them); ±inf saturates the block (scale from inf → everything else becomes 0).
+
+// Per row of x [rows, cols]: blocks of `block` (default 128) consecutive elements along cols
+// (the last block may be shorter) rounded to e4m3 with scale 2^ceil(log2(max(amax,1e-4)/448)).
+void ActQuantFp8Sim(float* x, int64_t rows, int64_t cols, int64_t block = 128);
+
+// Window/compressed KV rows [rows, dim]: dims [0, dim - rope_dim) in blocks of 64 get the same
+// e4m3 simulation; the last rope_dim dims are untouched (V4: dim 512, rope_dim 64).
+void KvFp8Sim(float* x, int64_t rows, int64_t dim, int64_t rope_dim, int64_t block = 64);
+
+// Per row of x [rows, cols]: blocks of `block` (default 32) rounded to FP4 e2m1 (RNE) with
+// scale 2^ceil(log2(max(amax, 6·2^-126)/6)).
+void Fp4Sim(float* x, int64_t rows, int64_t cols, int64_t block = 32);
+
+// Walsh-Hadamard transform (Sylvester/natural order: H[i][j] = (-1)^popcount(i&j)) of each
+// row of x [rows, n], n a power of two, scaled by n^-1/2, in place (butterflies with stride
+// 1, 2, 4, ... then one multiply by the scale).
+void HadamardTransform(float* x, int64_t rows, int64_t n);
+// The 128-point case used by the V4 indexer (spec §3.6.1).
+inline void Hadamard128(float* x, int64_t rows) { HadamardTransform(x, rows, 128); }
+
+// =============================================================================================
+// Normalisation
+
+// y[r] = x[r] · rsqrt(mean(x[r]²) + eps) (· weight) for each of `rows` rows of `dim` floats,
+// FP32 (spec §3 notation). x and y may be the same array. rsqrt is computed as 1/sqrt(·)
+// (correctly rounded). Weighted forms multiply after normalising.
+void RmsNorm(const float* x, float* y, int64_t rows, int64_t dim, float eps);
+void RmsNorm(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, float eps);
+void RmsNormBf16Weight(const float* x, float* y, int64_t rows, int64_t dim, const uint16_t* weight,
+                       float eps);
+
+// =============================================================================================
+// RoPE (spec §3.5.1, §3.5.3)
+
+// Base frequencies f_i = base^(-2i/rope_dim), i = 0 .. rope_dim/2 - 1 (double precision).
+void RopeFrequencies(int64_t rope_dim, double base, double* freqs);
+
+// YaRN parameters (spec §3.5.3; names as in the HF/official config rope_scaling).
+struct YarnParams {
+  double factor = 1.0;                // "factor" (16 for V4)
+  int64_t original_max_position = 0;  // "original_max_position_embeddings" (65536 for V4)
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+};
+
+// Base frequencies with the YaRN ramp: corr(r) = d·ln(L0/(2πr)) / (2 ln base),
+// low = max(floor(corr(beta_fast)), 0), high = min(ceil(corr(beta_slow)), d-1),
+// ramp_i = clamp((i - low)/(high - low), 0, 1) (high == low: high += 0.001 as the reference),
+// f'_i = f_i·(1 - ramp_i) + (f_i/factor)·ramp_i. d = rope_dim.
+void RopeFrequenciesYarn(int64_t rope_dim, double base, const YarnParams& yarn, double* freqs);
+
+// cos/sin tables for the given positions: cos[t][i] = cos(pos[t]·f_i), sin likewise, angle and
+// trig computed in double then rounded to float. Shapes [n_pos, rope_dim/2].
+void RopeCosSin(const double* freqs, int64_t rope_dim, const int64_t* positions, int64_t n_pos,
+                float* cos_out, float* sin_out);
+
+enum class RopeStyle {
+  // Pairs (2i, 2i+1) of the rope slice are complex numbers (GPT-J / official V4, spec §3.5.1).
+  kInterleaved,
+  // rotate_half: dims i and i + rope_dim/2 form a pair (HF Llama).
+  kHalfSplit,
+};
+
+// Rotates the last `rope_dim` dims of every head in place:
+// x [n_tokens, n_heads, head_dim] with token stride `token_stride` floats (0 = n_heads·head_dim)
+// and head stride head_dim. cos/sin: [n_tokens, rope_dim/2] (from RopeCosSin). Pair (a, b)
+// becomes (a·c − b·s, a·s + b·c); inverse = true uses −s (the conjugate rotation, spec §3.5
+// step 9).
+void ApplyRope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rope_dim,
+               const float* cos_tab, const float* sin_tab, RopeStyle style, bool inverse,
+               int64_t token_stride = 0);
+
+// =============================================================================================
+// Activations and elementwise
+
+// In-place softmax of each row of x [rows, n] in FP32: exp(x - max) / Σ.
+void Softmax(float* x, int64_t rows, int64_t n);
+
+// x = x·sigmoid(x) in place.
+void Silu(float* x, int64_t n);
+
+// out[i] = silu(min(gate[i], limit)) · clamp(up[i], −limit, limit) (spec §3.7; limit <= 0
+// disables both clamps, as for Llama). out may alias gate or up.
+void SwiGlu(const float* gate, const float* up, float* out, int64_t n, float limit);
+
+// out = a + b; out may alias a or b.
+void Add(const float* a, const float* b, float* out, int64_t n);
+// x *= s.
+void Scale(float* x, float s, int64_t n);
+// y += a·x.
+void Axpy(float a, const float* x, float* y, int64_t n);
+
+// The k largest values of x [n] with their indices, in descending value order; equal values
+// are ordered by lower index first. NaN ranks below every number. 0 <= k <= n.
+void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values);
+
+// out[t] = table[ids[t]] for t < n (table F32 or BF16 [vocab, dim]; ids must be in
+// [0, vocab), CHECKed: the caller validates token ids). out [n, dim].
+void EmbeddingGather(const WeightView& table, const int32_t* ids, int64_t n, float* out);
+
+// =============================================================================================
+// Attention (one query position; the caller chooses the key set, so causality, windows,
+// compressed rows and paged caches are all expressed by the row pointer lists).
+
+struct AttentionOptions {
+  // Multiplies q·k (1/sqrt(head_dim) for both models).
+  float scale = 1.0f;
+  // Per-head sink logit [n_heads] (not scaled) that enters only the softmax denominator
+  // (spec §3.5 step 8); nullptr = none.
+  const float* sinks = nullptr;
+  // "Official numerics": round each probability exp(s - max) to BF16 before P·V, while the
+  // denominator sums the FP32 probabilities (as the reference's FlashAttention-style kernel
+  // does). false = FP32 everywhere (debug / Llama).
+  bool round_p_to_bf16 = false;
+};
+
+// Floats of workspace the attention ops need: n_heads * n_keys.
+inline int64_t AttentionWorkspaceFloats(int64_t n_heads, int64_t n_keys) {
+  return n_heads * n_keys;
+}
+
+// V4 latent MQA: one key row per key that is also its value row.
+// q [n_heads, head_dim]; kv_rows[j] points to head_dim floats; out [n_heads, head_dim]:
+//   s_hj = scale·(q_h·k_j), m_h = max_j s_hj, p_hj = exp(s_hj − m_h),
+//   out_h = Σ_j p'_hj·k_j / (Σ_j p_hj + exp(sink_h − m_h))   (p' = bf16(p) or p).
+// n_keys == 0 gives out_h = 0. workspace: AttentionWorkspaceFloats(n_heads, n_keys) floats.
+// pool parallelises over heads (may be null).
+void AttentionLatentMqa(const float* q, int64_t n_heads, int64_t head_dim,
+                        const float* const* kv_rows, int64_t n_keys, const AttentionOptions& opt,
+                        float* out, float* workspace, ThreadPool* pool);
+
+// Grouped-query attention (Llama): q [n_q_heads, head_dim]; k_rows[j] / v_rows[j] point to
+// [n_kv_heads, head_dim] floats; query head h uses kv head h / (n_q_heads / n_kv_heads).
+// Same softmax as above (sinks usually null). out [n_q_heads, head_dim].
+void AttentionGqa(const float* q, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim,
+                  const float* const* k_rows, const float* const* v_rows, int64_t n_keys,
+                  const AttentionOptions& opt, float* out, float* workspace, ThreadPool* pool);
+
+}  // namespace deepinfer::kernels
+
+#endif  // DEEPINFER_KERNELS_OPS_H_

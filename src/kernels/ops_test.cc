@@ -1,0 +1,577 @@
+// Ops: vectorised versions against the scalar reference (cpu/reference.h) at awkward sizes with
+// fresh random data per case, hand-computed small cases, and batch invariance.
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/cpu_features.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/avx2.h"
+#include "kernels/cpu/reference.h"
+#include "kernels/formats.h"
+#include "kernels/workspace.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+// Relative L2 error ‖out − ref‖ / ‖ref‖ (0 when both are zero).
+double RelError(const std::vector<float>& out, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double d = static_cast<double>(out[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  if (den == 0) return std::sqrt(num);
+  return std::sqrt(num / den);
+}
+
+bool HaveAvx2() { return ActiveIsa() >= IsaLevel::kAvx2; }
+
+// Owns the bytes of a random weight in one format.
+struct TestWeight {
+  std::vector<uint8_t> data;
+  std::vector<uint8_t> scales;
+  WeightView view;
+};
+
+TestWeight MakeWeight(WeightDType dtype, ScaleDType sdt, int64_t N, int64_t K, std::mt19937& rng) {
+  TestWeight t;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  t.data.resize(WeightDataBytes(dtype, N, K));
+  const int64_t n_scales = WeightScaleCount(dtype, N, K);
+  switch (dtype) {
+    case WeightDType::kF32: {
+      auto* p = reinterpret_cast<float*>(t.data.data());
+      for (int64_t i = 0; i < N * K; ++i) p[i] = normal(rng) * 0.05f;
+      break;
+    }
+    case WeightDType::kBF16: {
+      auto* p = reinterpret_cast<uint16_t*>(t.data.data());
+      for (int64_t i = 0; i < N * K; ++i) p[i] = FloatToBf16(normal(rng) * 0.05f);
+      break;
+    }
+    case WeightDType::kFP8Block:
+    case WeightDType::kMXFP4:
+      for (auto& b : t.data) b = static_cast<uint8_t>(byte(rng));
+      break;
+  }
+  if (n_scales > 0) {
+    std::uniform_int_distribution<int> e(117, 127);
+    if (sdt == ScaleDType::kF32) {
+      t.scales.resize(n_scales * 4);
+      auto* p = reinterpret_cast<float*>(t.scales.data());
+      std::uniform_real_distribution<float> u(0.001f, 0.01f);
+      for (int64_t i = 0; i < n_scales; ++i) p[i] = u(rng);  // arbitrary, not powers of two
+    } else {
+      t.scales.resize(n_scales);
+      for (auto& s : t.scales) s = static_cast<uint8_t>(e(rng));
+    }
+  }
+  t.view =
+      WeightView{dtype, t.data.data(), t.scales.empty() ? nullptr : t.scales.data(), sdt, N, K};
+  return t;
+}
+
+std::vector<float> RandomVector(int64_t n, std::mt19937& rng, float stddev = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+const char* DTypeName(WeightDType d) {
+  switch (d) {
+    case WeightDType::kF32:
+      return "f32";
+    case WeightDType::kBF16:
+      return "bf16";
+    case WeightDType::kFP8Block:
+      return "fp8";
+    case WeightDType::kMXFP4:
+      return "mxfp4";
+  }
+  return "?";
+}
+
+struct LinearCase {
+  WeightDType dtype;
+  ScaleDType sdt;
+  int64_t M, N, K;
+  bool quantize;
+  bool bias;
+};
+
+std::string CaseName(const LinearCase& c) {
+  return std::string(DTypeName(c.dtype)) + (c.sdt == ScaleDType::kF32 ? "_f32scale" : "") + "_M" +
+         std::to_string(c.M) + "_N" + std::to_string(c.N) + "_K" + std::to_string(c.K) +
+         (c.quantize ? "_q" : "") + (c.bias ? "_bias" : "");
+}
+
+std::vector<LinearCase> LinearCases() {
+  std::vector<LinearCase> cases;
+  struct Fmt {
+    WeightDType d;
+    ScaleDType s;
+    bool q;
+    int64_t k_small, k_mid, k_big;
+  };
+  // K not a power of two wherever the format allows (MXFP4 needs K % 32 == 0).
+  const Fmt fmts[] = {
+      {WeightDType::kF32, ScaleDType::kE8M0, false, 7, 300, 1001},
+      {WeightDType::kBF16, ScaleDType::kE8M0, false, 9, 257, 1000},
+      {WeightDType::kFP8Block, ScaleDType::kE8M0, true, 130, 300, 1000},
+      {WeightDType::kFP8Block, ScaleDType::kF32, true, 100, 260, 1030},
+      {WeightDType::kFP8Block, ScaleDType::kE8M0, false, 13, 256, 520},
+      {WeightDType::kMXFP4, ScaleDType::kE8M0, true, 32, 96, 1056},
+  };
+  for (const Fmt& f : fmts) {
+    cases.push_back({f.d, f.s, 1, 4096, f.k_mid, f.q, false});
+    cases.push_back({f.d, f.s, 1, 7, f.k_big, f.q, true});
+    cases.push_back({f.d, f.s, 1, 1, f.k_small, f.q, false});
+    cases.push_back({f.d, f.s, 3, 1, f.k_big, f.q, false});
+    cases.push_back({f.d, f.s, 3, 7, f.k_mid, f.q, true});
+    cases.push_back({f.d, f.s, 17, 4096, f.k_small, f.q, false});
+    cases.push_back({f.d, f.s, 17, 130, f.k_big, f.q, true});
+    cases.push_back({f.d, f.s, 130, 7, f.k_big, f.q, false});
+    cases.push_back({f.d, f.s, 130, 260, f.k_mid, f.q, true});
+  }
+  return cases;
+}
+
+class LinearVsReferenceTest : public ::testing::TestWithParam<LinearCase> {};
+
+// Bound: FP32 accumulation in 8 lanes vs a double-precision sequential sum. Products are exact
+// or singly rounded; the sum error is ~ sqrt(K)·2^-24 relative in practice, so 1e-5 holds for
+// every format (FP8/FP4 products with quantised activations are exact, leaving only the sum).
+constexpr double kLinearRelBound = 1e-5;
+
+TEST_P(LinearVsReferenceTest, MatchesScalarReference) {
+  if (!HaveAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const LinearCase c = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>()(CaseName(c))));
+  TestWeight w = MakeWeight(c.dtype, c.sdt, c.N, c.K, rng);
+  // Row stride > K to exercise x_stride.
+  const int64_t x_stride = c.K + 3;
+  std::vector<float> x = RandomVector(c.M * x_stride, rng);
+  std::vector<float> bias = RandomVector(c.N, rng);
+  LinearOptions opt;
+  opt.quantize_activations = c.quantize;
+  opt.bias = c.bias ? bias.data() : nullptr;
+  opt.x_stride = x_stride;
+
+  std::vector<float> ref_out(c.M * c.N), out(c.M * c.N, -1.0f);
+  Workspace ws_ref, ws;
+  const size_t ref_bytes = ref::LinearWorkspaceBytes(c.M, w.view, opt);
+  ref::Linear(x.data(), c.M, w.view, ref_out.data(), opt, ws_ref.Get(ref_bytes), ref_bytes);
+
+  ThreadPool pool(2);
+  const size_t bytes = avx2::LinearWorkspaceBytes(c.M, w.view, opt, pool.num_threads());
+  avx2::Linear(x.data(), c.M, w.view, out.data(), opt, &pool, ws.Get(bytes), bytes);
+  EXPECT_LE(RelError(out, ref_out), kLinearRelBound) << CaseName(c);
+  for (float v : out) ASSERT_TRUE(std::isfinite(v));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, LinearVsReferenceTest, ::testing::ValuesIn(LinearCases()),
+                         [](const auto& info) { return CaseName(info.param); });
+
+// Batch invariance (issue #3): the same row alone and inside batches of 3, 17 and 64 rows at
+// different positions, with 1, 2 and 3 threads, gives bitwise identical outputs.
+TEST(LinearBatchInvarianceTest, RowIndependentOfBatchAndThreads) {
+  EnvConfig env = Env();
+  env.batch_invariant = true;
+  SetEnvConfigForTesting(env);
+  struct Fmt {
+    WeightDType d;
+    ScaleDType s;
+    bool q;
+    int64_t K;
+  };
+  const Fmt fmts[] = {{WeightDType::kF32, ScaleDType::kE8M0, false, 300},
+                      {WeightDType::kBF16, ScaleDType::kE8M0, false, 1000},
+                      {WeightDType::kFP8Block, ScaleDType::kE8M0, true, 1000},
+                      {WeightDType::kFP8Block, ScaleDType::kF32, true, 260},
+                      {WeightDType::kMXFP4, ScaleDType::kE8M0, true, 1056}};
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  for (const Fmt& f : fmts) {
+    std::mt19937 rng(1234 + static_cast<int>(f.d) * 7 + f.K);
+    const int64_t N = 333;
+    TestWeight w = MakeWeight(f.d, f.s, N, f.K, rng);
+    LinearOptions opt;
+    opt.quantize_activations = f.q;
+    std::vector<float> row = RandomVector(f.K, rng);
+    Workspace ws;
+    auto run = [&](const std::vector<float>& x, int64_t M, ThreadPool* pool) {
+      std::vector<float> y(M * N);
+      const size_t bytes = LinearWorkspaceBytes(M, w.view, opt, pool);
+      Linear(x.data(), M, w.view, y.data(), opt, pool, ws.Get(bytes), bytes);
+      return y;
+    };
+    const std::vector<float> alone = run(row, 1, &pool1);
+    for (int64_t M : {3, 17, 64}) {
+      for (int64_t pos : {int64_t{0}, M / 2, M - 1}) {
+        std::vector<float> batch = RandomVector(M * f.K, rng);
+        std::copy(row.begin(), row.end(), batch.begin() + pos * f.K);
+        for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+          const std::vector<float> y = run(batch, M, pool);
+          for (int64_t n = 0; n < N; ++n) {
+            ASSERT_EQ(FloatBits(y[pos * N + n]), FloatBits(alone[n]))
+                << DTypeName(f.d) << " M=" << M << " pos=" << pos << " n=" << n
+                << " threads=" << pool->num_threads();
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearTest, HandComputedSmallProduct) {
+  // x = [1, 2, 3], W = [[1, 0, -1], [0.5, 0.5, 0.5]] (BF16-exact), bias [10, 20].
+  const float w_f32[6] = {1, 0, -1, 0.5f, 0.5f, 0.5f};
+  uint16_t w_bf16[6];
+  for (int i = 0; i < 6; ++i) w_bf16[i] = FloatToBf16(w_f32[i]);
+  const float x[3] = {1, 2, 3};
+  const float bias[2] = {10, 20};
+  for (WeightView w : {WeightView{WeightDType::kF32, w_f32, nullptr, ScaleDType::kE8M0, 2, 3},
+                       WeightView{WeightDType::kBF16, w_bf16, nullptr, ScaleDType::kE8M0, 2, 3}}) {
+    LinearOptions opt;
+    opt.bias = bias;
+    float y[2];
+    Workspace ws;
+    const size_t bytes = LinearWorkspaceBytes(1, w, opt, nullptr);
+    Linear(x, 1, w, y, opt, nullptr, ws.Get(bytes), bytes);
+    EXPECT_EQ(y[0], 10.0f - 2.0f);
+    EXPECT_EQ(y[1], 20.0f + 3.0f);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise / row ops: AVX2 vs reference.
+
+TEST(RmsNormTest, Avx2MatchesReference) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  std::mt19937 rng(7);
+  for (int64_t dim : {1, 7, 64, 130, 512, 4097}) {
+    const int64_t rows = 3;
+    std::vector<float> x = RandomVector(rows * dim, rng);
+    std::vector<float> wf = RandomVector(dim, rng);
+    std::vector<uint16_t> wb(dim);
+    for (int64_t i = 0; i < dim; ++i) wb[i] = FloatToBf16(wf[i]);
+    for (int variant = 0; variant < 3; ++variant) {
+      const float* pf = variant == 1 ? wf.data() : nullptr;
+      const uint16_t* pb = variant == 2 ? wb.data() : nullptr;
+      std::vector<float> a(rows * dim), b(rows * dim);
+      ref::RmsNorm(x.data(), a.data(), rows, dim, pf, pb, 1e-6f);
+      avx2::RmsNorm(x.data(), b.data(), rows, dim, pf, pb, 1e-6f);
+      EXPECT_LE(RelError(b, a), 2e-6) << "dim " << dim << " variant " << variant;
+    }
+  }
+}
+
+TEST(RmsNormTest, HandValue) {
+  // x = [3, 4]: mean square 12.5, rsqrt = 0.28284; weight [1, 2].
+  const float x[2] = {3, 4};
+  const float w[2] = {1, 2};
+  float y[2];
+  RmsNorm(x, y, 1, 2, w, 0.0f);
+  EXPECT_NEAR(y[0], 3 / std::sqrt(12.5), 1e-6);
+  EXPECT_NEAR(y[1], 2 * 4 / std::sqrt(12.5), 1e-6);
+}
+
+TEST(ElementwiseTest, Avx2MatchesReferenceExactly) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  std::mt19937 rng(11);
+  for (int64_t n : {1, 7, 8, 9, 33, 1000}) {
+    std::vector<float> a = RandomVector(n, rng), b = RandomVector(n, rng);
+    std::vector<float> r1(n), r2(n);
+    ref::Add(a.data(), b.data(), r1.data(), n);
+    avx2::Add(a.data(), b.data(), r2.data(), n);
+    EXPECT_EQ(r1, r2);
+    r1 = a;
+    r2 = a;
+    ref::Scale(r1.data(), 0.37f, n);
+    avx2::Scale(r2.data(), 0.37f, n);
+    EXPECT_EQ(r1, r2);
+    r1 = b;
+    r2 = b;
+    ref::Axpy(-1.5f, a.data(), r1.data(), n);
+    avx2::Axpy(-1.5f, a.data(), r2.data(), n);
+    EXPECT_LE(RelError(r2, r1), 1e-7);  // FMA vs mul+add: one rounding apart
+    // BF16 rounding is exact arithmetic: bitwise equal.
+    r1 = a;
+    r2 = a;
+    r1[0] = std::numeric_limits<float>::quiet_NaN();
+    r2[0] = r1[0];
+    ref::RoundToBf16(r1.data(), n);
+    avx2::RoundToBf16(r2.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(r1[i])) {
+        EXPECT_TRUE(std::isnan(r2[i]));
+      } else {
+        EXPECT_EQ(FloatBits(r1[i]), FloatBits(r2[i])) << i;
+      }
+    }
+  }
+}
+
+TEST(ActivationTest, Avx2MatchesReference) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  std::mt19937 rng(29);
+  for (int64_t n : {1, 7, 8, 33, 1000}) {
+    for (float stddev : {0.1f, 3.0f, 40.0f}) {
+      std::vector<float> g = RandomVector(n, rng, stddev), u = RandomVector(n, rng, stddev);
+      std::vector<float> a = g, b = g;
+      ref::Silu(a.data(), n);
+      avx2::Silu(b.data(), n);
+      EXPECT_LE(RelError(b, a), 1e-6) << "silu n " << n;
+      for (float limit : {0.0f, 10.0f, 2.75f}) {
+        ref::SwiGlu(g.data(), u.data(), a.data(), n, limit);
+        avx2::SwiGlu(g.data(), u.data(), b.data(), n, limit);
+        EXPECT_LE(RelError(b, a), 1e-6) << "swiglu n " << n << " limit " << limit;
+      }
+      for (int64_t rows : {1, 3}) {
+        std::vector<float> x = RandomVector(rows * n, rng, stddev);
+        a = x;
+        b = x;
+        ref::Softmax(a.data(), rows, n);
+        avx2::Softmax(b.data(), rows, n);
+        EXPECT_LE(RelError(b, a), 1e-6) << "softmax n " << n;
+      }
+    }
+  }
+}
+
+TEST(ActQuantFp8SimTest, Avx2MatchesReferenceExactly) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  std::mt19937 rng(13);
+  for (int64_t cols : {1, 64, 128, 200, 4096}) {
+    for (float stddev : {1e-7f, 1e-3f, 1.0f, 1e4f}) {
+      const int64_t rows = 3;
+      std::vector<float> x = RandomVector(rows * cols, rng, stddev);
+      if (cols > 5) {
+        x[1] = 0.0f;
+        x[2] = -0.0f;
+        x[3] = std::numeric_limits<float>::quiet_NaN();
+      }
+      std::vector<float> a = x, b = x;
+      ref::ActQuantFp8Sim(a.data(), rows, cols, 128);
+      avx2::ActQuantFp8Sim(b.data(), rows, cols, 128);
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (std::isnan(a[i])) {
+          ASSERT_TRUE(std::isnan(b[i]));
+        } else {
+          ASSERT_EQ(a[i], b[i]) << "cols " << cols << " i " << i << " x " << x[i];
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionTest, Avx2MatchesReference) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  std::mt19937 rng(17);
+  struct Shape {
+    int64_t hq, hkv, d, keys;
+  };
+  for (Shape s : {Shape{4, 1, 128, 1}, Shape{4, 1, 128, 37}, Shape{64, 1, 512, 140},
+                  Shape{8, 2, 48, 17}, Shape{6, 6, 7, 5}, Shape{3, 1, 16, 0}}) {
+    for (bool round_p : {false, true}) {
+      std::vector<float> q = RandomVector(s.hq * s.d, rng);
+      std::vector<float> keys = RandomVector(std::max<int64_t>(s.keys, 1) * s.hkv * s.d, rng);
+      std::vector<float> vals = RandomVector(std::max<int64_t>(s.keys, 1) * s.hkv * s.d, rng);
+      std::vector<float> sinks = RandomVector(s.hq, rng);
+      std::vector<const float*> kp(s.keys), vp(s.keys);
+      // Rows in scrambled memory order, as a ring/gather would give.
+      for (int64_t j = 0; j < s.keys; ++j) {
+        const int64_t src = (j * 7) % s.keys;
+        kp[j] = keys.data() + src * s.hkv * s.d;
+        vp[j] = vals.data() + src * s.hkv * s.d;
+      }
+      AttentionOptions opt;
+      opt.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+      opt.sinks = sinks.data();
+      opt.round_p_to_bf16 = round_p;
+      std::vector<float> a(s.hq * s.d), b(s.hq * s.d);
+      std::vector<float> ws(AttentionWorkspaceFloats(s.hq, s.keys) + 1);
+      ref::Attention(q.data(), s.hq, s.hkv, s.d, kp.data(), vp.data(), s.keys, opt, a.data(),
+                     ws.data(), 0, s.hq);
+      avx2::Attention(q.data(), s.hq, s.hkv, s.d, kp.data(), vp.data(), s.keys, opt, b.data(),
+                      ws.data(), 0, s.hq);
+      // round_p: a 1-ulp score difference can flip a BF16 rounding of p (2^-8 relative).
+      EXPECT_LE(RelError(b, a), round_p ? 4e-3 : 1e-5) << s.hq << "x" << s.d << " keys " << s.keys;
+    }
+  }
+}
+
+TEST(AttentionTest, HandComputedWithSink) {
+  // One head, d = 2, keys k0 = [1, 0], k1 = [0, 1] (= values), q = [2, 0], scale 1, sink 1.
+  // s = [2, 0], m = 2, p = [1, e^-2], denominator 1 + e^-2 + e^(1-2).
+  const float q[2] = {2, 0};
+  const float k0[2] = {1, 0}, k1[2] = {0, 1};
+  const float* rows[2] = {k0, k1};
+  const float sink = 1.0f;
+  AttentionOptions opt;
+  opt.scale = 1.0f;
+  opt.sinks = &sink;
+  float out[2];
+  float ws[2];
+  AttentionLatentMqa(q, 1, 2, rows, 2, opt, out, ws, nullptr);
+  const double den = 1 + std::exp(-2.0) + std::exp(-1.0);
+  EXPECT_NEAR(out[0], 1 / den, 1e-6);
+  EXPECT_NEAR(out[1], std::exp(-2.0) / den, 1e-6);
+}
+
+TEST(AttentionTest, GqaUsesGroupedKvHead) {
+  // 4 query heads over 2 kv heads: heads 0,1 use kv head 0 and heads 2,3 use kv head 1.
+  const int64_t d = 4;
+  std::vector<float> q(4 * d, 0.0f);  // zero queries: uniform softmax over keys
+  std::vector<float> kv0(2 * d), kv1(2 * d);
+  for (int i = 0; i < 2 * d; ++i) {
+    kv0[i] = static_cast<float>(i);
+    kv1[i] = static_cast<float>(10 + i);
+  }
+  const float* rows[2] = {kv0.data(), kv1.data()};
+  AttentionOptions opt;
+  std::vector<float> out(4 * d), ws(8);
+  AttentionGqa(q.data(), 4, 2, d, rows, rows, 2, opt, out.data(), ws.data(), nullptr);
+  for (int i = 0; i < d; ++i) {
+    EXPECT_FLOAT_EQ(out[0 * d + i], (kv0[i] + kv1[i]) / 2);
+    EXPECT_FLOAT_EQ(out[1 * d + i], (kv0[i] + kv1[i]) / 2);
+    EXPECT_FLOAT_EQ(out[2 * d + i], (kv0[d + i] + kv1[d + i]) / 2);
+    EXPECT_FLOAT_EQ(out[3 * d + i], (kv0[d + i] + kv1[d + i]) / 2);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RoPE
+
+TEST(RopeTest, YarnRampMatchesSpec) {
+  // Spec §3.5.3: dim 64, base 160000, L0 65536, factor 16 -> pairs 0..15 unchanged (ramp 0 for
+  // i <= low = 15), 25..31 divided by 16, linear in between.
+  double base_f[32], yarn_f[32];
+  RopeFrequencies(64, 160000.0, base_f);
+  YarnParams y;
+  y.factor = 16;
+  y.original_max_position = 65536;
+  RopeFrequenciesYarn(64, 160000.0, y, yarn_f);
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_DOUBLE_EQ(base_f[i], std::pow(160000.0, -2.0 * i / 64.0));
+    if (i <= 15) {
+      EXPECT_DOUBLE_EQ(yarn_f[i], base_f[i]) << i;
+    }
+    if (i >= 25) {
+      EXPECT_DOUBLE_EQ(yarn_f[i], base_f[i] / 16) << i;
+    }
+  }
+  const double ramp20 = (20 - 15) / 10.0;
+  EXPECT_DOUBLE_EQ(yarn_f[20], base_f[20] * (1 - ramp20) + base_f[20] / 16 * ramp20);
+}
+
+TEST(RopeTest, InterleavedAndHalfSplitRotateTheRightPairs) {
+  // head_dim 6, rope_dim 4: dims 2..5 rotate. One frequency pair set, position 1.
+  const double freqs[2] = {0.5, 0.25};
+  const int64_t pos = 3;
+  float c[2], s[2];
+  RopeCosSin(freqs, 4, &pos, 1, c, s);
+  EXPECT_FLOAT_EQ(c[0], std::cos(1.5));
+  EXPECT_FLOAT_EQ(s[1], std::sin(0.75));
+  const float x0[6] = {9, 8, 1, 2, 3, 4};
+  float xi[6], xh[6];
+  std::copy(x0, x0 + 6, xi);
+  std::copy(x0, x0 + 6, xh);
+  ApplyRope(xi, 1, 1, 6, 4, c, s, RopeStyle::kInterleaved, false);
+  ApplyRope(xh, 1, 1, 6, 4, c, s, RopeStyle::kHalfSplit, false);
+  // Untouched head part.
+  EXPECT_EQ(xi[0], 9);
+  EXPECT_EQ(xi[1], 8);
+  // Interleaved: pairs (1,2) with angle 1.5 and (3,4) with angle 0.75.
+  EXPECT_NEAR(xi[2], 1 * std::cos(1.5) - 2 * std::sin(1.5), 1e-6);
+  EXPECT_NEAR(xi[3], 1 * std::sin(1.5) + 2 * std::cos(1.5), 1e-6);
+  EXPECT_NEAR(xi[4], 3 * std::cos(0.75) - 4 * std::sin(0.75), 1e-6);
+  EXPECT_NEAR(xi[5], 3 * std::sin(0.75) + 4 * std::cos(0.75), 1e-6);
+  // Half split: pairs (1,3) with angle 1.5 and (2,4) with angle 0.75.
+  EXPECT_NEAR(xh[2], 1 * std::cos(1.5) - 3 * std::sin(1.5), 1e-6);
+  EXPECT_NEAR(xh[4], 1 * std::sin(1.5) + 3 * std::cos(1.5), 1e-6);
+  EXPECT_NEAR(xh[3], 2 * std::cos(0.75) - 4 * std::sin(0.75), 1e-6);
+  EXPECT_NEAR(xh[5], 2 * std::sin(0.75) + 4 * std::cos(0.75), 1e-6);
+  // Inverse undoes the rotation.
+  ApplyRope(xi, 1, 1, 6, 4, c, s, RopeStyle::kInterleaved, true);
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(xi[i], x0[i], 1e-5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small ops against hand values.
+
+TEST(SwiGluTest, ClampsAsSpec) {
+  // limit 10: gate clamped above only, up clamped to [-10, 10] (spec §3.7).
+  const float gate[4] = {20, -20, 1, 0};
+  const float up[4] = {1, 1, 50, -50};
+  float out[4];
+  SwiGlu(gate, up, out, 4, 10.0f);
+  auto silu = [](double v) { return v / (1 + std::exp(-v)); };
+  EXPECT_NEAR(out[0], silu(10), 1e-5);
+  EXPECT_NEAR(out[1], silu(-20), 1e-9);
+  EXPECT_NEAR(out[2], silu(1) * 10, 1e-5);
+  EXPECT_EQ(out[3], 0.0f);
+  SwiGlu(gate, up, out, 4, 0.0f);  // no clamp (Llama)
+  EXPECT_NEAR(out[0], silu(20), 1e-4);
+}
+
+TEST(SoftmaxTest, HandValues) {
+  float x[3] = {1, 2, 3};
+  Softmax(x, 1, 3);
+  const double d = std::exp(-2.0) + std::exp(-1.0) + 1;
+  EXPECT_NEAR(x[0], std::exp(-2.0) / d, 1e-7);
+  EXPECT_NEAR(x[2], 1 / d, 1e-7);
+}
+
+TEST(TopKTest, TiesGoToLowerIndexAndNaNLast) {
+  const float x[7] = {1, 5, std::numeric_limits<float>::quiet_NaN(), 5, 3, 5, -1};
+  int32_t idx[5];
+  float val[5];
+  TopK(x, 7, 5, idx, val);
+  const int32_t expect[5] = {1, 3, 5, 4, 0};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(idx[i], expect[i]) << i;
+  EXPECT_EQ(val[3], 3.0f);
+}
+
+TEST(TopKTest, MatchesReferenceOnRandomDataWithTies) {
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> small(0, 20);  // many ties
+  for (int64_t n : {1, 5, 64, 1000}) {
+    for (int64_t k : {int64_t{1}, std::min<int64_t>(n, 6), n / 2, n}) {
+      std::vector<float> x(n);
+      for (auto& v : x) v = static_cast<float>(small(rng));
+      if (n > 3) x[2] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<int32_t> i1(k), i2(k);
+      std::vector<float> v1(k), v2(k);
+      ref::TopK(x.data(), n, k, i1.data(), v1.data());
+      TopK(x.data(), n, k, i2.data(), v2.data());
+      EXPECT_EQ(i1, i2) << "n " << n << " k " << k;
+    }
+  }
+}
+
+TEST(EmbeddingTest, GathersBf16Rows) {
+  const uint16_t table[6] = {FloatToBf16(1), FloatToBf16(2), FloatToBf16(3),
+                             FloatToBf16(4), FloatToBf16(5), FloatToBf16(-6)};
+  WeightView t{WeightDType::kBF16, table, nullptr, ScaleDType::kE8M0, 3, 2};
+  const int32_t ids[2] = {2, 0};
+  float out[4];
+  EmbeddingGather(t, ids, 2, out);
+  EXPECT_EQ(out[0], 5);
+  EXPECT_EQ(out[1], -6);
+  EXPECT_EQ(out[2], 1);
+  EXPECT_EQ(out[3], 2);
+}
+
+}  // namespace
+}  // namespace deepinfer::kernels

@@ -1,0 +1,909 @@
+#include "model/deepseek_v4.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "common/status.h"
+#include "common/thread_pool.h"
+#include "model/deepseek_v4_numerics.h"
+
+namespace deepinfer::model {
+namespace dsv4 {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Per-chunk context.
+struct SeqCtx {
+  int64_t p0 = 0;  // first position
+  int64_t T = 0;   // tokens in the chunk
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> block_table;
+  uint8_t* state = nullptr;  // this sequence's state slot
+  const KvCacheView* kv = nullptr;
+};
+
+inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+// Cache/state indices and per-block constants.
+struct DeepseekV4Model::Impl {
+  struct BlockInfo {
+    int paged_kv = -1;  // index into layout.paged
+    int paged_idx = -1;
+    int state_window = -1;  // index into layout.state
+    int state_comp = -1;
+    int state_idx_comp = -1;
+    std::vector<double> freqs;
+  };
+  std::vector<BlockInfo> blocks;  // main layers then MTP
+  const Config* cfg = nullptr;
+  const KvLayout* layout = nullptr;
+  bool bf16 = true;
+  Tracer* tracer = nullptr;
+  std::vector<BlockDebug>* debug = nullptr;
+
+  // ---------- small helpers ----------
+  // Linear with FP64 accumulation in the FP32-activation (tier B) mode, whose goldens come from
+  // a float64 oracle; FP32 accumulation otherwise.
+  void Lin(const WeightMatrix& w, const float* x, int64_t M, float* y, bool quantize_act) const {
+    Linear(w, x, M, y, quantize_act, /*precise=*/!bf16);
+  }
+  void R(float* x, int64_t n) const {
+    if (!bf16) return;
+    for (int64_t i = 0; i < n; ++i) x[i] = RoundBf16(x[i]);
+  }
+  float R1(float x) const { return bf16 ? RoundBf16(x) : x; }
+
+  void TraceF(const std::string& name, float* data, int64_t n) const {
+    if (tracer != nullptr) tracer->Floats(name, std::span<float>(data, n));
+  }
+  void TraceI(const std::string& name, int32_t* data, int64_t n) const {
+    if (tracer != nullptr) tracer->Ints(name, std::span<int32_t>(data, n));
+  }
+
+  // Weighted RMSNorm of rows (FP32 math, output rounded).
+  void RmsNorm(const float* x, const std::vector<float>& w, int64_t rows, int64_t dim,
+               float* y) const {
+    const float eps = static_cast<float>(cfg->rms_eps);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * dim;
+      float* yr = y + r * dim;
+      double ss = 0;
+      for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      const float var = static_cast<float>(ss / dim);
+      const float rs = 1.0f / std::sqrt(var + eps);
+      for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * rs);
+      R(yr, dim);
+    }
+  }
+
+  float* StateAt(const SeqCtx& s, int index) const {
+    return reinterpret_cast<float*>(s.state + layout->StateOffset(index));
+  }
+  // Row `b` of paged cache `index` whose rows cover `ratio` tokens each.
+  float* PagedRow(const SeqCtx& s, int index, int64_t b, int64_t ratio) const {
+    const PagedCacheSpec& spec = layout->paged[index];
+    const int64_t pos = b * ratio;
+    const int64_t blk = s.block_table[pos / kBlockTokens];
+    const int64_t row = b % spec.rows_per_block;
+    return reinterpret_cast<float*>(s.kv->block_base + blk * layout->BlockBytes() +
+                                    layout->PagedOffset(index) + row * spec.row_bytes);
+  }
+
+  // ---------- mHC (spec §3.2, §3.3, §3.8) ----------
+  void HcPre(const HcWeights& hw, const float* X, int64_t T, float* x, float* pre_out, float* post,
+             float* comb) const {
+    const int64_t n = cfg->hc_mult, D = cfg->hidden_size, nD = n * D, mix = (2 + n) * n;
+    const float eps = static_cast<float>(cfg->hc_eps);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* v = X + t * nD;
+      double ss = 0;
+      for (int64_t i = 0; i < nD; ++i) ss += static_cast<double>(v[i]) * v[i];
+      const float rs =
+          1.0f / std::sqrt(static_cast<float>(ss / nD) + static_cast<float>(cfg->rms_eps));
+      std::vector<float> mixes(mix);
+      for (int64_t i = 0; i < mix; ++i) {
+        double acc = 0;
+        const float* f = hw.fn.data() + i * nD;
+        for (int64_t k = 0; k < nD; ++k) acc += static_cast<double>(f[k]) * v[k];
+        mixes[i] = static_cast<float>(acc) * rs;
+      }
+      std::vector<float> pre(n);
+      for (int64_t i = 0; i < n; ++i) {
+        pre[i] = Sigmoid(mixes[i] * hw.scale[0] + hw.base[i]) + eps;
+        pre_out[t * n + i] = pre[i];
+        post[t * n + i] = 2.0f * Sigmoid(mixes[n + i] * hw.scale[1] + hw.base[n + i]);
+      }
+      float* M = comb + t * n * n;
+      for (int64_t i = 0; i < n * n; ++i)
+        M[i] = mixes[2 * n + i] * hw.scale[2] + hw.base[2 * n + i];
+      // Sinkhorn: row softmax + eps, column normalise, then (iters-1) x (row, column).
+      for (int64_t i = 0; i < n; ++i) {
+        float mx = kNegInf;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, M[i * n + j]);
+        float sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          M[i * n + j] = std::exp(M[i * n + j] - mx);
+          sum += M[i * n + j];
+        }
+        for (int64_t j = 0; j < n; ++j) M[i * n + j] = M[i * n + j] / sum + eps;
+      }
+      auto col_norm = [&] {
+        for (int64_t j = 0; j < n; ++j) {
+          float s = 0;
+          for (int64_t i = 0; i < n; ++i) s += M[i * n + j];
+          for (int64_t i = 0; i < n; ++i) M[i * n + j] /= (s + eps);
+        }
+      };
+      auto row_norm = [&] {
+        for (int64_t i = 0; i < n; ++i) {
+          float s = 0;
+          for (int64_t j = 0; j < n; ++j) s += M[i * n + j];
+          for (int64_t j = 0; j < n; ++j) M[i * n + j] /= (s + eps);
+        }
+      };
+      col_norm();
+      for (int64_t it = 1; it < cfg->hc_sinkhorn_iters; ++it) {
+        row_norm();
+        col_norm();
+      }
+      float* xt = x + t * D;
+      for (int64_t k = 0; k < D; ++k) {
+        double acc = 0;
+        for (int64_t s = 0; s < n; ++s) acc += static_cast<double>(pre[s]) * v[s * D + k];
+        xt[k] = static_cast<float>(acc);
+      }
+      R(xt, D);
+    }
+  }
+
+  void HcPost(float* X, const float* y, const float* post, const float* comb, int64_t T) const {
+    const int64_t n = cfg->hc_mult, D = cfg->hidden_size;
+    std::vector<float> old(n * D);
+    for (int64_t t = 0; t < T; ++t) {
+      float* Xt = X + t * n * D;
+      std::memcpy(old.data(), Xt, n * D * 4);
+      const float* M = comb + t * n * n;
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t k = 0; k < D; ++k) {
+          double acc = 0;
+          for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(M[i * n + j]) * old[i * D + k];
+          Xt[j * D + k] =
+              R1(static_cast<float>(static_cast<double>(post[t * n + j]) * y[t * D + k] + acc));
+        }
+      }
+    }
+  }
+
+  // HC head + final norm + head (spec §3.8) for the rows listed in `rows`.
+  void Logits(const Weights& w, const HcWeights& hc, const std::vector<float>& norm, const float* X,
+              const std::vector<int64_t>& rows, float* logits) const {
+    const int64_t n = cfg->hc_mult, D = cfg->hidden_size, nD = n * D;
+    const int64_t M = static_cast<int64_t>(rows.size());
+    if (M == 0) return;
+    std::vector<float> h(M * D), hn(M * D);
+    for (int64_t r = 0; r < M; ++r) {
+      const float* v = X + rows[r] * nD;
+      double ss = 0;
+      for (int64_t i = 0; i < nD; ++i) ss += static_cast<double>(v[i]) * v[i];
+      const float rs =
+          1.0f / std::sqrt(static_cast<float>(ss / nD) + static_cast<float>(cfg->rms_eps));
+      std::vector<float> pre(n);
+      for (int64_t i = 0; i < n; ++i) {
+        double acc = 0;
+        for (int64_t k = 0; k < nD; ++k) acc += static_cast<double>(hc.fn[i * nD + k]) * v[k];
+        const float mixv = static_cast<float>(acc) * rs;
+        pre[i] = Sigmoid(mixv * hc.scale[0] + hc.base[i]) + static_cast<float>(cfg->hc_eps);
+      }
+      for (int64_t k = 0; k < D; ++k) {
+        float acc = 0;
+        for (int64_t s = 0; s < n; ++s) acc += pre[s] * v[s * D + k];
+        h[r * D + k] = acc;
+      }
+      R(h.data() + r * D, D);
+    }
+    RmsNorm(h.data(), norm, M, D, hn.data());
+    Lin(w.head, hn.data(), M, logits, /*quantize_act=*/false);
+  }
+
+  // ---------- compressor (spec §3.6.1, §4) ----------
+  // Feeds the chunk's tokens through the compressor state; completed rows are finished (norm,
+  // RoPE, FP8 or Hadamard+FP4 simulation), traced and written to paged cache `paged`.
+  void Compress(const CompressorWeights& cw, const float* xn, const SeqCtx& s, int state_index,
+                int paged, bool indexer, const std::vector<double>& freqs,
+                const std::string& trace_name) const {
+    const int64_t T = s.T, m = cw.ratio, c = cw.width, co = cw.coff * c, D = cfg->hidden_size;
+    const bool overlap = cw.coff == 2;
+    std::vector<float> a(T * co), g(T * co);
+    Lin(cw.wkv, xn, T, a.data(), false);
+    Lin(cw.wgate, xn, T, g.data(), false);
+    (void)D;
+    float* st = StateAt(s, state_index);  // [slots][2][co]
+    const int64_t slots = cw.coff * m;
+    auto slot_a = [&](int64_t i) { return st + i * 2 * co; };
+    auto slot_g = [&](int64_t i) { return st + i * 2 * co + co; };
+    std::vector<float> rows;
+    std::vector<int64_t> row_ids;
+    std::vector<float> gates(2 * m), vals(2 * m);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t p = s.p0 + t;
+      const int64_t slot = overlap ? m + p % m : p % m;
+      std::memcpy(slot_a(slot), a.data() + t * co, co * 4);
+      const float* ape = cw.ape.data() + (p % m) * co;
+      for (int64_t k = 0; k < co; ++k) slot_g(slot)[k] = g[t * co + k] + ape[k];
+      if ((p + 1) % m != 0) continue;
+      std::vector<float> pooled(c);
+      for (int64_t k = 0; k < c; ++k) {
+        int64_t nv = 0;
+        if (overlap) {
+          for (int64_t i = 0; i < m; ++i) {
+            gates[nv] = slot_g(i)[k];
+            vals[nv++] = slot_a(i)[k];
+          }
+          for (int64_t i = 0; i < m; ++i) {
+            gates[nv] = slot_g(m + i)[c + k];
+            vals[nv++] = slot_a(m + i)[c + k];
+          }
+        } else {
+          for (int64_t i = 0; i < m; ++i) {
+            gates[nv] = slot_g(i)[k];
+            vals[nv++] = slot_a(i)[k];
+          }
+        }
+        float mx = kNegInf;
+        for (int64_t i = 0; i < nv; ++i) mx = std::max(mx, gates[i]);
+        float sum = 0;
+        for (int64_t i = 0; i < nv; ++i) {
+          gates[i] = std::exp(gates[i] - mx);
+          sum += gates[i];
+        }
+        double acc = 0;
+        for (int64_t i = 0; i < nv; ++i) acc += static_cast<double>(vals[i]) * (gates[i] / sum);
+        pooled[k] = static_cast<float>(acc);
+      }
+      if (overlap) {
+        for (int64_t i = 0; i < m; ++i) std::memcpy(slot_a(i), slot_a(m + i), 2 * co * 4);
+      }
+      R(pooled.data(), c);
+      std::vector<float> row(c);
+      RmsNorm(pooled.data(), cw.norm, 1, c, row.data());
+      const int64_t rd = cfg->rope_dim;
+      ApplyRope(row.data() + c - rd, static_cast<int>(rd), freqs, p + 1 - m, false);
+      R(row.data() + c - rd, rd);
+      if (indexer) {
+        Hadamard128InPlace(row.data());
+        R(row.data(), c);
+        Fp4SimInPlace(row.data(), c);
+      } else {
+        Fp8SimInPlace(row.data(), c - rd, 64);
+      }
+      rows.insert(rows.end(), row.begin(), row.end());
+      row_ids.push_back(p / m);
+    }
+    (void)slots;
+    if (rows.empty()) return;
+    TraceF(trace_name, rows.data(), static_cast<int64_t>(rows.size()));
+    for (size_t i = 0; i < row_ids.size(); ++i) {
+      std::memcpy(PagedRow(s, paged, row_ids[i], m), rows.data() + i * c, c * 4);
+    }
+  }
+
+  void ResetCompressorState(const SeqCtx& s, int state_index, const CompressorWeights& cw) const {
+    float* st = StateAt(s, state_index);
+    const int64_t co = cw.coff * cw.width, slots = cw.coff * cw.ratio;
+    for (int64_t i = 0; i < slots; ++i) {
+      std::fill(st + i * 2 * co, st + i * 2 * co + co, 0.f);
+      std::fill(st + i * 2 * co + co, st + (i + 1) * 2 * co, kNegInf);
+    }
+  }
+
+  // ---------- attention (spec §3.5, §3.6) ----------
+  void Attention(const BlockWeights& bw, const BlockInfo& bi, const std::string& pfx,
+                 const float* xn, const SeqCtx& s, float* out, BlockDebug* dbg) const {
+    const Config& c = *cfg;
+    const AttentionWeights& aw = bw.attn;
+    const int64_t T = s.T, D = c.hidden_size, H = c.num_heads, d = c.head_dim, rd = c.rope_dim;
+    const int64_t W = c.window, m = bw.ratio;
+    const float eps = static_cast<float>(c.rms_eps);
+    // q
+    std::vector<float> qa(T * c.q_lora_rank), qr(T * c.q_lora_rank), q(T * H * d);
+    Lin(aw.wq_a, xn, T, qa.data(), true);
+    R(qa.data(), qa.size());
+    RmsNorm(qa.data(), aw.q_norm, T, c.q_lora_rank, qr.data());
+    TraceF(pfx + "attn.qr", qr.data(), qr.size());
+    Lin(aw.wq_b, qr.data(), T, q.data(), true);
+    R(q.data(), q.size());
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        float* qh = q.data() + (t * H + h) * d;
+        // Per-head unweighted RMSNorm, done on BF16 tensors in the reference:
+        // square (rounded), mean (rounded), + eps (rounded), rsqrt (rounded), product (rounded).
+        float ss = 0;
+        for (int64_t i = 0; i < d; ++i) ss += R1(qh[i] * qh[i]);
+        const float var = R1(ss / d);
+        const float rs = R1(1.0f / std::sqrt(R1(var + eps)));
+        for (int64_t i = 0; i < d; ++i) qh[i] = R1(qh[i] * rs);
+        ApplyRope(qh + d - rd, static_cast<int>(rd), bi.freqs, s.p0 + t, false);
+        R(qh + d - rd, rd);
+      }
+    }
+    // (The trace's attn.q holds the final query: per-head normed and RoPE'd.)
+    TraceF(pfx + "attn.q", q.data(), q.size());
+    // window kv
+    std::vector<float> kva(T * d), kv(T * d);
+    Lin(aw.wkv, xn, T, kva.data(), true);
+    R(kva.data(), kva.size());
+    RmsNorm(kva.data(), aw.kv_norm, T, d, kv.data());
+    for (int64_t t = 0; t < T; ++t) {
+      float* k = kv.data() + t * d;
+      ApplyRope(k + d - rd, static_cast<int>(rd), bi.freqs, s.p0 + t, false);
+      R(k + d - rd, rd);
+      Fp8SimInPlace(k, d - rd, 64);
+    }
+    TraceF(pfx + "attn.kv", kv.data(), kv.size());
+
+    // compressed rows and the indexer
+    std::vector<std::vector<int32_t>> selected;  // CSA: per token
+    if (m > 0) {
+      if (aw.has_indexer) {
+        const int64_t IH = c.index_n_heads, ID = c.index_head_dim;
+        std::vector<float> qi(T * IH * ID), wts(T * IH);
+        Lin(aw.idx_wq_b, qr.data(), T, qi.data(), true);
+        R(qi.data(), qi.size());
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t h = 0; h < IH; ++h) {
+            float* qh = qi.data() + (t * IH + h) * ID;
+            ApplyRope(qh + ID - rd, static_cast<int>(rd), bi.freqs, s.p0 + t, false);
+            R(qh + ID - rd, rd);
+            Hadamard128InPlace(qh);
+            R(qh, ID);
+            Fp4SimInPlace(qh, ID);
+          }
+        }
+        TraceF(pfx + "attn.indexer.q", qi.data(), qi.size());
+        Compress(aw.idx_compressor, xn, s, bi.state_idx_comp, bi.paged_idx, true, bi.freqs,
+                 pfx + "attn.indexer.rows");
+        Lin(aw.idx_weights_proj, xn, T, wts.data(), false);
+        R(wts.data(), wts.size());
+        const float wscale = static_cast<float>(std::pow(static_cast<double>(ID), -0.5) *
+                                                std::pow(static_cast<double>(IH), -0.5));
+        for (auto& v : wts) v = R1(v * wscale);
+        TraceF(pfx + "attn.indexer.weights", wts.data(), wts.size());
+        // scores and top-k
+        const int64_t K = c.index_topk;
+        selected.resize(T);
+        std::vector<int32_t> sel_flat(T * K, -1);
+        std::vector<float> all_scores;
+        const int64_t end_rows = (s.p0 + T) / m;
+        if (tracer != nullptr) all_scores.assign(T * end_rows, 0.f);
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t p = s.p0 + t, nvis = (p + 1) / m;
+          // Rows not yet visible to p are scored only for the trace (the reference scores every
+          // row of the chunk and masks afterwards).
+          const int64_t nscore = tracer != nullptr ? end_rows : nvis;
+          std::vector<std::pair<float, int32_t>> sc(nscore);
+          for (int64_t b = 0; b < nscore; ++b) {
+            const float* kb = PagedRow(s, bi.paged_idx, b, m);
+            double acc = 0;
+            for (int64_t h = 0; h < IH; ++h) {
+              const float* qh = qi.data() + (t * IH + h) * ID;
+              double dot = 0;
+              for (int64_t i = 0; i < ID; ++i) dot += static_cast<double>(qh[i]) * kb[i];
+              acc += std::max(dot, 0.0) * wts[t * IH + h];
+            }
+            // Selection uses the unrounded score (the oracle's order on BF16 near-ties).
+            sc[b] = {static_cast<float>(acc), static_cast<int32_t>(b)};
+            if (tracer != nullptr) all_scores[t * end_rows + b] = R1(sc[b].first);
+          }
+          const int64_t k = std::min<int64_t>(K, nvis);
+          sc.resize(nvis);
+          std::partial_sort(sc.begin(), sc.begin() + k, sc.end(), [](const auto& x, const auto& y) {
+            return x.first > y.first || (x.first == y.first && x.second < y.second);
+          });
+          for (int64_t j = 0; j < k; ++j) sel_flat[t * K + j] = sc[j].second;
+        }
+        if (tracer != nullptr) {
+          TraceF(pfx + "index_scores", all_scores.data(), all_scores.size());
+          TraceI(pfx + "attn.indexer.selected", sel_flat.data(), sel_flat.size());
+        }
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t j = 0; j < K; ++j) {
+            if (sel_flat[t * K + j] >= 0) selected[t].push_back(sel_flat[t * K + j]);
+          }
+        }
+        if (dbg != nullptr) dbg->indexer_rows = selected[T - 1];
+      }
+      Compress(aw.compressor, xn, s, bi.state_comp, bi.paged_kv, false, bi.freqs,
+               pfx + "attn.compressor.rows");
+    }
+
+    // attention
+    const float* ring = StateAt(s, bi.state_window);
+    std::vector<float> o(T * H * d);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    ThreadPool::Default()->ParallelFor(T, [&](int64_t tb, int64_t te) {
+      std::vector<const float*> keys;
+      std::vector<float> scores;
+      std::vector<double> acc(d);
+      for (int64_t t = tb; t < te; ++t) {
+        const int64_t p = s.p0 + t;
+        keys.clear();
+        for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
+          keys.push_back(j >= s.p0 ? kv.data() + (j - s.p0) * d : ring + (j % W) * d);
+        }
+        if (m > 0) {
+          if (aw.has_indexer) {
+            for (int32_t b : selected[t]) keys.push_back(PagedRow(s, bi.paged_kv, b, m));
+          } else {
+            for (int64_t b = 0; b < (p + 1) / m; ++b)
+              keys.push_back(PagedRow(s, bi.paged_kv, b, m));
+          }
+        }
+        const int64_t nk = static_cast<int64_t>(keys.size());
+        scores.resize(nk);
+        for (int64_t h = 0; h < H; ++h) {
+          const float* qh = q.data() + (t * H + h) * d;
+          float mx = kNegInf;
+          for (int64_t j = 0; j < nk; ++j) {
+            double dot = 0;
+            for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(qh[i]) * keys[j][i];
+            scores[j] = static_cast<float>(dot) * scale;
+            mx = std::max(mx, scores[j]);
+          }
+          double denom = 0;
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t j = 0; j < nk; ++j) {
+            const float pj = std::exp(scores[j] - mx);
+            denom += pj;
+            const double pr = R1(pj);  // the reference rounds P to BF16 before P.V
+            for (int64_t i = 0; i < d; ++i) acc[i] += pr * keys[j][i];
+          }
+          denom += std::exp(aw.sink[h] - mx);
+          float* oh = o.data() + (t * H + h) * d;
+          for (int64_t i = 0; i < d; ++i) oh[i] = R1(static_cast<float>(acc[i] / denom));
+          ApplyRope(oh + d - rd, static_cast<int>(rd), bi.freqs, p, true);
+          R(oh + d - rd, rd);
+        }
+      }
+    });
+    TraceF(pfx + "attn.o", o.data(), o.size());
+
+    // window ring update (after every query of the chunk read the old contents)
+    {
+      float* ring_w = StateAt(s, bi.state_window);
+      for (int64_t t = std::max<int64_t>(0, T - W); t < T; ++t) {
+        std::memcpy(ring_w + ((s.p0 + t) % W) * d, kv.data() + t * d, d * 4);
+      }
+    }
+
+    // grouped output projection
+    const int64_t G = c.o_groups, L = c.o_lora_rank, gin = H * d / G;
+    std::vector<float> z(T * G * L), og(T * gin), zg(T * L);
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t t = 0; t < T; ++t) {
+        std::memcpy(og.data() + t * gin, o.data() + t * H * d + g * gin, gin * 4);
+      }
+      WeightMatrix slice = aw.wo_a;
+      slice.rows = L;
+      slice.data = static_cast<const uint8_t*>(aw.wo_a.data) + g * L * aw.wo_a.cols;
+      if (slice.scale != nullptr) slice.scale += (g * L / 128) * slice.scale_cols;
+      if (slice.scale_f32 != nullptr) slice.scale_f32 += (g * L / 128) * slice.scale_cols;
+      Lin(slice, og.data(), T, zg.data(), false);
+      for (int64_t t = 0; t < T; ++t) {
+        std::memcpy(z.data() + t * G * L + g * L, zg.data() + t * L, L * 4);
+      }
+    }
+    R(z.data(), z.size());
+    TraceF(pfx + "attn.z", z.data(), z.size());
+    Lin(aw.wo_b, z.data(), T, out, true);
+    R(out, T * D);
+    TraceF(pfx + "attn.out", out, T * D);
+  }
+
+  // ---------- MoE (spec §3.7) ----------
+  void Swiglu(const ExpertWeights& ew, const float* x, int64_t M, const float* row_weights,
+              float* y) const {
+    const int64_t I = ew.w1.rows, D = ew.w2.rows;
+    std::vector<float> gate(M * I), up(M * I);
+    Lin(ew.w1, x, M, gate.data(), true);
+    Lin(ew.w3, x, M, up.data(), true);
+    R(gate.data(), gate.size());
+    R(up.data(), up.size());
+    const float lim = static_cast<float>(cfg->swiglu_limit);
+    for (int64_t r = 0; r < M; ++r) {
+      for (int64_t i = 0; i < I; ++i) {
+        float gv = gate[r * I + i], uv = up[r * I + i];
+        if (lim > 0) {
+          uv = std::clamp(uv, -lim, lim);
+          gv = std::min(gv, lim);
+        }
+        float h = gv / (1.0f + std::exp(-gv)) * uv;
+        if (row_weights != nullptr) h *= row_weights[r];
+        gate[r * I + i] = R1(h);
+      }
+    }
+    Lin(ew.w2, gate.data(), M, y, true);
+    R(y, M * D);
+  }
+
+  void Moe(const BlockWeights& bw, const std::string& pfx, const float* xn, const SeqCtx& s,
+           std::span<const int32_t> route_tokens, float* out, BlockDebug* dbg) const {
+    const Config& c = *cfg;
+    const MoeWeights& mw = bw.ffn;
+    const int64_t T = s.T, D = c.hidden_size, E = c.n_routed_experts, K = c.n_active_experts;
+    std::vector<float> logits(T * E);
+    Lin(mw.gate, xn, T, logits.data(), false);
+    for (auto& l : logits) {
+      const float sp = l > 20.f ? l : std::log1p(std::exp(l));
+      l = std::sqrt(sp);
+    }
+    TraceF(pfx + "ffn.scores", logits.data(), logits.size());
+    std::vector<int32_t> idx(T * K);
+    std::vector<float> wts(T * K);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* sc = logits.data() + t * E;
+      if (mw.hash) {
+        for (int64_t j = 0; j < K; ++j) idx[t * K + j] = mw.tid2eid[route_tokens[t] * K + j];
+      } else {
+        std::vector<std::pair<float, int32_t>> b(E);
+        for (int64_t e = 0; e < E; ++e) b[e] = {sc[e] + mw.bias[e], static_cast<int32_t>(e)};
+        std::partial_sort(b.begin(), b.begin() + K, b.end(), [](const auto& x, const auto& y) {
+          return x.first > y.first || (x.first == y.first && x.second < y.second);
+        });
+        for (int64_t j = 0; j < K; ++j) idx[t * K + j] = b[j].second;
+      }
+    }
+    TraceI(pfx + "ffn.experts", idx.data(), idx.size());
+    for (int64_t t = 0; t < T; ++t) {
+      const float* sc = logits.data() + t * E;
+      float sum = 0;
+      for (int64_t j = 0; j < K; ++j) sum += sc[idx[t * K + j]];
+      for (int64_t j = 0; j < K; ++j) {
+        wts[t * K + j] = sc[idx[t * K + j]] / sum * static_cast<float>(c.route_scale);
+      }
+    }
+    TraceF(pfx + "ffn.expert_weights", wts.data(), wts.size());
+    if (dbg != nullptr) {
+      dbg->experts.assign(idx.end() - K, idx.end());
+      dbg->expert_weights.assign(wts.end() - K, wts.end());
+    }
+    // Group tokens by expert; accumulate in expert-id order (as the reference loop does).
+    std::vector<float> y(T * D, 0.f);
+    std::vector<std::vector<std::pair<int64_t, float>>> by_expert(E);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t j = 0; j < K; ++j) by_expert[idx[t * K + j]].push_back({t, wts[t * K + j]});
+    }
+    std::vector<float> xg, rw, yg;
+    for (int64_t e = 0; e < E; ++e) {
+      const auto& list = by_expert[e];
+      if (list.empty()) continue;
+      const int64_t M = static_cast<int64_t>(list.size());
+      xg.resize(M * D);
+      rw.resize(M);
+      yg.resize(M * D);
+      for (int64_t r = 0; r < M; ++r) {
+        std::memcpy(xg.data() + r * D, xn + list[r].first * D, D * 4);
+        rw[r] = list[r].second;
+      }
+      Swiglu(mw.experts[e], xg.data(), M, rw.data(), yg.data());
+      for (int64_t r = 0; r < M; ++r) {
+        float* yt = y.data() + list[r].first * D;
+        for (int64_t k = 0; k < D; ++k) yt[k] += yg[r * D + k];
+      }
+    }
+    std::vector<float> sh(T * D);
+    Swiglu(mw.shared, xn, T, nullptr, sh.data());
+    for (int64_t i = 0; i < T * D; ++i) out[i] = R1(y[i] + sh[i]);
+    TraceF(pfx + "ffn.out", out, T * D);
+  }
+
+  // ---------- block (spec §3.4) ----------
+  void Block(const BlockWeights& bw, const BlockInfo& bi, const std::string& pfx, float* X,
+             const SeqCtx& s, std::span<const int32_t> route_tokens) const {
+    const Config& c = *cfg;
+    const int64_t T = s.T, n = c.hc_mult, D = c.hidden_size;
+    BlockDebug* dbg = nullptr;
+    if (debug != nullptr) {
+      debug->emplace_back();
+      dbg = &debug->back();
+    }
+    if (s.p0 == 0 && bw.ratio > 0) {
+      ResetCompressorState(s, bi.state_comp, bw.attn.compressor);
+      if (bw.attn.has_indexer) ResetCompressorState(s, bi.state_idx_comp, bw.attn.idx_compressor);
+    }
+    TraceF(pfx + "X_in", X, T * n * D);
+    std::vector<float> x(T * D), xn(T * D), y(T * D), pre(T * n), post(T * n), comb(T * n * n);
+    for (int site = 0; site < 2; ++site) {
+      const std::string hp = pfx + (site == 0 ? "hc_attn." : "hc_ffn.");
+      HcPre(site == 0 ? bw.hc_attn : bw.hc_ffn, X, T, x.data(), pre.data(), post.data(),
+            comb.data());
+      TraceF(hp + "pre", pre.data(), pre.size());
+      TraceF(hp + "post", post.data(), post.size());
+      TraceF(hp + "comb", comb.data(), comb.size());
+      TraceF(hp + "x", x.data(), x.size());
+      if (site == 0) {
+        RmsNorm(x.data(), bw.attn_norm, T, D, xn.data());
+        TraceF(pfx + "attn_norm.out", xn.data(), xn.size());
+        Attention(bw, bi, pfx, xn.data(), s, y.data(), dbg);
+      } else {
+        RmsNorm(x.data(), bw.ffn_norm, T, D, xn.data());
+        TraceF(pfx + "ffn_norm.out", xn.data(), xn.size());
+        Moe(bw, pfx, xn.data(), s, route_tokens, y.data(), dbg);
+      }
+      HcPost(X, y.data(), post.data(), comb.data(), T);
+      TraceF(pfx + (site == 0 ? "X_mid" : "X"), X, T * n * D);
+    }
+    if (dbg != nullptr) {
+      const float* Xl = X + (T - 1) * n * D;
+      for (int64_t st = 0; st < n; ++st) {
+        double ss = 0;
+        for (int64_t k = 0; k < D; ++k) ss += static_cast<double>(Xl[st * D + k]) * Xl[st * D + k];
+        dbg->stream_rms.push_back(static_cast<float>(std::sqrt(ss / D)));
+      }
+      dbg->stream0_first8.assign(Xl, Xl + std::min<int64_t>(8, D));
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+
+DeepseekV4Model::~DeepseekV4Model() = default;
+
+absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
+    Config config, std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options) {
+  std::unique_ptr<DeepseekV4Model> m(new DeepseekV4Model());
+  m->cfg_ = std::move(config);
+  m->ckpt_ = std::move(ckpt);
+  m->bf16_ = !options.fp32_activations;
+  const Config& c = m->cfg_;
+  if (c.o_lora_rank % 128 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(m->ckpt_->path(), "/config.json: o_lora_rank must be a multiple of 128"));
+  }
+  ASSIGN_OR_RETURN(m->w_, BindWeights(c, *m->ckpt_));
+
+  // KV layout.
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = &m->cfg_;
+  impl->layout = &m->layout_;
+  impl->bf16 = m->bf16_;
+  KvLayout& L = m->layout_;
+  uint64_t id = 1469598103934665603ull;
+  auto mixin = [&](int64_t v) {
+    id ^= static_cast<uint64_t>(v);
+    id *= 1099511628211ull;
+  };
+  mixin(0x44535634);  // "DSV4", layout version 1 (FP32 rows)
+  for (int64_t v : {c.hidden_size, c.num_layers, c.head_dim, c.rope_dim, c.window, c.index_head_dim,
+                    c.vocab_size}) {
+    mixin(v);
+  }
+  for (int64_t r : c.compress_ratios) mixin(r);
+  mixin(m->bf16_ ? 1 : 0);
+  impl->blocks.resize(c.TotalBlocks());
+  for (int64_t b = 0; b < c.TotalBlocks(); ++b) {
+    Impl::BlockInfo& bi = impl->blocks[b];
+    const int64_t r = c.Ratio(b);
+    const std::string name = b < c.num_layers ? absl::StrCat("layers.", b, ".")
+                                              : absl::StrCat("mtp.", b - c.num_layers, ".");
+    bi.state_window = static_cast<int>(L.state.size());
+    L.state.push_back({name + "window", c.window * c.head_dim * 4});
+    if (r > 0) {
+      const int64_t coff = r == 4 ? 2 : 1;
+      bi.paged_kv = static_cast<int>(L.paged.size());
+      L.paged.push_back({name + "compressed_kv", c.head_dim * 4, kBlockTokens / r});
+      bi.state_comp = static_cast<int>(L.state.size());
+      L.state.push_back({name + "compressor", coff * r * 2 * coff * c.head_dim * 4});
+      if (r == 4) {
+        bi.paged_idx = static_cast<int>(L.paged.size());
+        L.paged.push_back({name + "indexer_k", c.index_head_dim * 4, kBlockTokens / r});
+        bi.state_idx_comp = static_cast<int>(L.state.size());
+        L.state.push_back(
+            {name + "indexer_compressor", coff * r * 2 * coff * c.index_head_dim * 4});
+      }
+      bi.freqs =
+          RopeFrequencies(static_cast<int>(c.rope_dim), c.compress_rope_theta, c.yarn_original_len,
+                          c.yarn_factor, c.yarn_beta_fast, c.yarn_beta_slow);
+    } else {
+      bi.freqs = RopeFrequencies(static_cast<int>(c.rope_dim), c.rope_theta, 0, 1, 0, 0);
+    }
+  }
+  L.layout_id = id;
+  m->impl_ = std::move(impl);
+
+  ModelInfo& info = m->info_;
+  info.architecture = "DeepseekV4ForCausalLM";
+  info.model_type = "deepseek_v4";
+  info.vocab_size = c.vocab_size;
+  info.max_context = c.max_position_embeddings;
+  info.hidden_size = c.hidden_size;
+  info.num_layers = c.num_layers;
+  info.bos_token_id = c.bos_token_id;
+  info.eos_token_ids = c.eos_token_ids;
+  info.num_parameters = m->w_->num_parameters;
+  info.weight_bytes = m->w_->weight_bytes;
+  info.active_weight_bytes_per_token = m->w_->active_bytes_per_token;
+  return m;
+}
+
+absl::Status DeepseekV4Model::ForwardChunk(const SequenceChunk& chunk, const KvCacheView& kv,
+                                           std::vector<float>* logits,
+                                           std::vector<float>* final_streams) {
+  const Config& c = cfg_;
+  const int64_t T = static_cast<int64_t>(chunk.tokens.size());
+  if (T == 0) return absl::InvalidArgumentError("DeepSeek-V4 forward: empty chunk");
+  if (chunk.start_pos < 0 || chunk.start_pos + T > c.max_position_embeddings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DeepSeek-V4 forward: positions [", chunk.start_pos, ", ", chunk.start_pos + T,
+                     ") exceed max_position_embeddings ", c.max_position_embeddings));
+  }
+  for (int32_t tok : chunk.tokens) {
+    if (tok < 0 || tok >= c.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4 forward: token id ", tok,
+                                                     " outside vocabulary ", c.vocab_size));
+    }
+  }
+  if (chunk.state_slot < 0 || chunk.state_slot >= kv.num_state_slots || kv.state_base == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DeepSeek-V4 forward: bad state slot ", chunk.state_slot));
+  }
+  if (!layout_.paged.empty()) {
+    const int64_t need = (chunk.start_pos + T + kBlockTokens - 1) / kBlockTokens;
+    if (static_cast<int64_t>(chunk.block_table.size()) < need) {
+      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4 forward: block table has ",
+                                                     chunk.block_table.size(), " entries, need ",
+                                                     need));
+    }
+    for (int64_t i = 0; i < need; ++i) {
+      if (chunk.block_table[i] < 0 || chunk.block_table[i] >= kv.num_blocks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("DeepSeek-V4 forward: block id ", chunk.block_table[i], " out of range"));
+      }
+    }
+  }
+  Impl& im = *impl_;
+  im.tracer = tracer_;
+  im.debug = debug_;
+  SeqCtx s;
+  s.p0 = chunk.start_pos;
+  s.T = T;
+  s.tokens = chunk.tokens;
+  s.block_table = chunk.block_table;
+  s.state = kv.state_base + static_cast<int64_t>(chunk.state_slot) * layout_.StateBytes();
+  s.kv = &kv;
+  const int64_t n = c.hc_mult, D = c.hidden_size;
+  std::vector<float> X(T * n * D);
+  std::vector<float> e(D);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 0; k < D; ++k) e[k] = w_->embed.At(chunk.tokens[t], k);
+    for (int64_t st = 0; st < n; ++st) std::memcpy(X.data() + (t * n + st) * D, e.data(), D * 4);
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    im.Block(w_->blocks[l], im.blocks[l], absl::StrCat("layers.", l, "."), X.data(), s,
+             chunk.tokens);
+  }
+  if (tracer_ != nullptr) tracer_->Floats("X_final", std::span<float>(X));
+  std::vector<int64_t> rows;
+  if (chunk.logits == LogitsMode::kLast) {
+    rows.push_back(T - 1);
+  } else if (chunk.logits == LogitsMode::kAll) {
+    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+  }
+  logits->assign(rows.size() * c.vocab_size, 0.f);
+  im.Logits(*w_, w_->hc_head, w_->norm, X.data(), rows, logits->data());
+  if (tracer_ != nullptr && chunk.logits == LogitsMode::kAll) {
+    tracer_->Floats("logits", std::span<float>(*logits));
+  }
+  if (final_streams != nullptr) *final_streams = std::move(X);
+  return absl::OkStatus();
+}
+
+absl::Status DeepseekV4Model::Forward(const ForwardBatch& batch, const KvCacheView& kv,
+                                      ForwardOutput* out) {
+  out->logits.clear();
+  out->chunk_row_begin.assign(1, 0);
+  std::vector<float> logits;
+  for (const SequenceChunk& chunk : batch.chunks) {
+    RETURN_IF_ERROR(ForwardChunk(chunk, kv, &logits, nullptr));
+    out->logits.insert(out->logits.end(), logits.begin(), logits.end());
+    out->chunk_row_begin.push_back(out->chunk_row_begin.back() +
+                                   static_cast<int64_t>(logits.size()) / cfg_.vocab_size);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeepseekV4Model::ForwardMtp(int64_t start_pos, std::span<const float> main_streams,
+                                         std::span<const int32_t> next_tokens, int32_t state_slot,
+                                         const KvCacheView& kv, LogitsMode mode,
+                                         std::vector<float>* logits) {
+  const Config& c = cfg_;
+  if (c.num_mtp_layers < 1) {
+    return absl::FailedPreconditionError("DeepSeek-V4: this checkpoint has no MTP block");
+  }
+  const int64_t T = static_cast<int64_t>(next_tokens.size()), n = c.hc_mult, D = c.hidden_size;
+  if (T == 0 || static_cast<int64_t>(main_streams.size()) != T * n * D) {
+    return absl::InvalidArgumentError("DeepSeek-V4 MTP: main_streams must be [T, hc_mult, hidden]");
+  }
+  if (state_slot < 0 || state_slot >= kv.num_state_slots) {
+    return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4 MTP: bad state slot ", state_slot));
+  }
+  if (start_pos < 0 || start_pos + T > c.max_position_embeddings) {
+    return absl::InvalidArgumentError("DeepSeek-V4 MTP: positions beyond max_position_embeddings");
+  }
+  for (int32_t tok : next_tokens) {
+    if (tok < 0 || tok >= c.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DeepSeek-V4 MTP: token id ", tok, " outside vocabulary"));
+    }
+  }
+  Impl& im = *impl_;
+  im.tracer = tracer_;
+  im.debug = debug_;
+  const MtpWeights& mw = w_->mtp[0];
+  SeqCtx s;
+  s.p0 = start_pos;
+  s.T = T;
+  s.tokens = next_tokens;
+  s.state = kv.state_base + static_cast<int64_t>(state_slot) * layout_.StateBytes();
+  s.kv = &kv;
+  std::vector<float> e(T * D), en(T * D), ep(T * D), xh(T * n * D), hp(T * n * D);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 0; k < D; ++k) e[t * D + k] = w_->embed.At(next_tokens[t], k);
+  }
+  im.RmsNorm(e.data(), mw.enorm, T, D, en.data());
+  im.Lin(mw.e_proj, en.data(), T, ep.data(), true);
+  im.R(ep.data(), ep.size());
+  im.RmsNorm(main_streams.data(), mw.hnorm, T * n, D, xh.data());
+  im.Lin(mw.h_proj, xh.data(), T * n, hp.data(), true);
+  im.R(hp.data(), hp.size());
+  std::vector<float> X(T * n * D);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t st = 0; st < n; ++st) {
+      for (int64_t k = 0; k < D; ++k) {
+        X[(t * n + st) * D + k] = im.R1(ep[t * D + k] + hp[(t * n + st) * D + k]);
+      }
+    }
+  }
+  const int64_t b = c.num_layers;
+  im.Block(mw.block, im.blocks[b], "mtp.0.", X.data(), s, next_tokens);
+  std::vector<int64_t> rows;
+  if (mode == LogitsMode::kLast) {
+    rows.push_back(T - 1);
+  } else if (mode == LogitsMode::kAll) {
+    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+  }
+  logits->assign(rows.size() * c.vocab_size, 0.f);
+  im.Logits(*w_, mw.hc_head, mw.norm, X.data(), rows, logits->data());
+  if (tracer_ != nullptr && mode == LogitsMode::kAll) {
+    tracer_->Floats("mtp.0.logits", std::span<float>(*logits));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dsv4
+
+absl::StatusOr<std::unique_ptr<CausalLM>> LoadDeepseekV4(const std::string& dir,
+                                                         const LoadOptions& options) {
+  const std::string config_path = dir + "/config.json";
+  std::ifstream in(config_path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("no config.json in ", dir));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ASSIGN_OR_RETURN(dsv4::Config config, dsv4::Config::Parse(ss.str(), config_path));
+  CheckpointOptions copts;
+  ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::Open(dir, copts));
+  ASSIGN_OR_RETURN(std::unique_ptr<dsv4::DeepseekV4Model> m,
+                   dsv4::DeepseekV4Model::Create(std::move(config), std::move(ckpt), options));
+  return std::unique_ptr<CausalLM>(std::move(m));
+}
+
+}  // namespace deepinfer::model

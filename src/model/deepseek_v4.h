@@ -1,0 +1,124 @@
+// DeepseekV4ForCausalLM (V4-Flash family): the forward pass of shared/spec/deepseek-v4.md §3
+// (mHC, SWA/CSA/HCA attention with the Lightning Indexer, hash/score-routed MoE, HC head, MTP)
+// with the decode-time state of §4, behind the engine's CausalLM interface.
+//
+// Decode state (declared through kv_layout()):
+//   paged, per compressed layer L: "layers.L.compressed_kv" (128/ratio rows of head_dim FP32
+//     per 128-token block) and, for ratio-4 layers, "layers.L.indexer_k" (128/ratio rows of
+//     index_head_dim FP32). Compressed row b of a layer with ratio m lives in the block of
+//     position b*m, row b mod (128/m).
+//   per-sequence state slot: "layers.L.window" (window x head_dim FP32 ring, slot = pos mod
+//     window) for every layer and "mtp.J.window" for the MTP block; "layers.L.compressor" and
+//     "layers.L.indexer_compressor": the compressor's per-token (a, g+ape) inputs of the block
+//     in progress (overlap: 2m slots, A-halves of the previous block in slots 0..m-1), so
+//     chunked prefill and token-by-token decode pool exactly the same numbers as one pass.
+//   Rows are stored as FP32 for now; the compact lossless formats of spec §4 (584-byte FP8 rows,
+//   68-byte MXFP4 indexer keys) are a later optimisation that changes layout_id.
+//
+// Numerics: activations are FP32 arrays rounded to BF16 exactly where the official code casts
+// (tier A of shared/golden/dsv4-tiny-a/README.md); LoadOptions::fp32_activations skips every BF16
+// rounding but keeps the FP8/FP4 simulation (tier B).
+#ifndef DEEPINFER_MODEL_DEEPSEEK_V4_H_
+#define DEEPINFER_MODEL_DEEPSEEK_V4_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/checkpoint.h"
+#include "model/deepseek_v4_config.h"
+#include "model/deepseek_v4_weights.h"
+#include "model/model.h"
+
+namespace deepinfer::model {
+
+// Loads a DeepSeek-V4 checkpoint directory (config.json + safetensors in the official layout).
+// Errors: NotFound (no config.json / weights / a tensor), InvalidArgument (bad config, a tensor
+// with the wrong dtype or shape; the message names the tensor and file).
+absl::StatusOr<std::unique_ptr<CausalLM>> LoadDeepseekV4(const std::string& dir,
+                                                         const LoadOptions& options);
+
+namespace dsv4 {
+
+// Observer of intermediate values, for stage-by-stage tests against
+// shared/golden/dsv4-tiny-a/trace_040.safetensors. Names follow the trace ("layers.1.attn.q",
+// "mtp.0.ffn.out", ...); arrays are [chunk tokens, ...] row-major (compressor/indexer rows:
+// the rows completed in this chunk). An implementation may overwrite the values (teacher
+// forcing): the forward continues with whatever the arrays hold after the call.
+class Tracer {
+ public:
+  virtual ~Tracer() = default;
+  virtual void Floats(const std::string& name, std::span<float> values) = 0;
+  // Integer stages: "….attn.indexer.selected" [T, index_topk] (-1 padded, descending score)
+  // and "….ffn.experts" [T, k].
+  virtual void Ints(const std::string& name, std::span<int32_t> values) = 0;
+};
+
+// Per-block values at the last position of a chunk (golden "debug" fields).
+struct BlockDebug {
+  std::vector<float> stream_rms;      // [hc_mult] RMS of each residual stream after the block
+  std::vector<float> stream0_first8;  // first 8 values of stream 0
+  std::vector<int32_t> experts;       // routed experts in router order
+  std::vector<float> expert_weights;  // already x routed_scaling_factor
+  std::vector<int32_t> indexer_rows;  // CSA: selected compressed rows, descending score
+};
+
+class DeepseekV4Model final : public CausalLM {
+ public:
+  // Use LoadDeepseekV4 / Create.
+  static absl::StatusOr<std::unique_ptr<DeepseekV4Model>> Create(Config config,
+                                                                 std::unique_ptr<Checkpoint> ckpt,
+                                                                 const LoadOptions& options);
+
+  const ModelInfo& info() const override { return info_; }
+  const KvLayout& kv_layout() const override { return layout_; }
+  const Config& config() const { return cfg_; }
+  const Weights& weights() const { return *w_; }
+
+  absl::Status Forward(const ForwardBatch& batch, const KvCacheView& kv,
+                       ForwardOutput* out) override;
+
+  // Forward of one chunk that also returns the final residual streams (before the HC head),
+  // [T, hc_mult, hidden] FP32, for MTP. `logits` gets 0, 1 or T rows as chunk.logits says.
+  absl::Status ForwardChunk(const SequenceChunk& chunk, const KvCacheView& kv,
+                            std::vector<float>* logits, std::vector<float>* final_streams);
+
+  // MTP block (spec §3.9) over positions [start_pos, start_pos + T): input = the main model's
+  // final streams at those positions ([T, hc_mult, hidden]) and the next token of each position
+  // (`next_tokens`, T ids). Uses (and continues) the MTP window ring in `state_slot`; when
+  // start_pos == 0 the ring is restarted. Positions must be fed in order without gaps, like the
+  // main model. Returns logits for the token after next, rows per `mode`.
+  absl::Status ForwardMtp(int64_t start_pos, std::span<const float> main_streams,
+                          std::span<const int32_t> next_tokens, int32_t state_slot,
+                          const KvCacheView& kv, LogitsMode mode, std::vector<float>* logits);
+
+  // Test hooks (not thread-safe; set before a forward, cleared with nullptr).
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  // When set, the forward fills one BlockDebug per block (main layers, then MTP when it runs)
+  // for the last token of the chunk.
+  void set_debug(std::vector<BlockDebug>* debug) { debug_ = debug; }
+
+  ~DeepseekV4Model() override;
+
+ private:
+  struct Impl;
+  DeepseekV4Model() = default;
+
+  Config cfg_;
+  std::unique_ptr<Checkpoint> ckpt_;
+  std::unique_ptr<Weights> w_;
+  ModelInfo info_;
+  KvLayout layout_;
+  bool bf16_ = true;
+  Tracer* tracer_ = nullptr;
+  std::vector<BlockDebug>* debug_ = nullptr;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dsv4
+}  // namespace deepinfer::model
+
+#endif  // DEEPINFER_MODEL_DEEPSEEK_V4_H_

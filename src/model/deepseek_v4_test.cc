@@ -1,0 +1,234 @@
+// DeepSeek-V4 tests on checkpoints made by make-test-model: config round trip, chunking
+// invariants on a second random configuration (hc_mult 2, ratio-128 HCA layer, >= 300 tokens),
+// the demo preset's health, and load errors naming the bad tensor.
+#include "model/deepseek_v4.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/status.h"
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/deepseek_v4_make_test_model.h"
+#include "model/deepseek_v4_reference.h"
+#include "model/model.h"
+#include "model/safetensors_writer.h"
+
+namespace deepinfer::model::dsv4 {
+namespace {
+
+namespace fs = std::filesystem;
+using ::deepinfer::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::string TempDir(const std::string& name) {
+  const std::string d = std::string(DEEPINFER_BINARY_DIR) + "/dsv4_test_models/" + name;
+  fs::create_directories(d);
+  return d;
+}
+
+std::unique_ptr<DeepseekV4Model> Load(const std::string& dir) {
+  auto m = LoadModel(dir, LoadOptions{});
+  CHECK(m.ok()) << m.status();
+  return std::unique_ptr<DeepseekV4Model>(static_cast<DeepseekV4Model*>(m->release()));
+}
+
+std::vector<int32_t> Prompt(int64_t n, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> p(n);
+  uint64_t x = seed;
+  for (auto& t : p) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<int32_t>((x >> 33) % vocab);
+  }
+  return p;
+}
+
+TEST(DsV4Config, RoundTripThroughJson) {
+  for (const char* preset : {"tiny", "tiny128", "demo", "bench"}) {
+    ASSERT_OK_AND_ASSIGN(Config c, TestModelPreset(preset));
+    ASSERT_OK_AND_ASSIGN(Config back, Config::Parse(c.ToJson(), preset));
+    EXPECT_EQ(back.ToJson(), c.ToJson()) << preset;
+  }
+  EXPECT_THAT(TestModelPreset("nope").status(), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST(DsV4Config, RejectsRatioNotDividingTheBlock) {
+  ASSERT_OK_AND_ASSIGN(Config c, TestModelPreset("tiny"));
+  c.compress_ratios[2] = 24;
+  EXPECT_THAT(Config::Parse(c.ToJson(), "cfg").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("compress_ratios[2]")));
+  ASSERT_OK_AND_ASSIGN(Config d, TestModelPreset("tiny"));
+  d.compress_ratios.resize(3);
+  EXPECT_THAT(Config::Parse(d.ToJson(), "cfg").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("compress_ratios")));
+}
+
+// Second random config: hc_mult 2, ratios [0, 4, 128, 4] + MTP; 300 tokens cross the window
+// (16), the ratio-4 and the ratio-128 boundaries; chunk sizes 1, 7, 64 and prefill + decode must
+// equal one whole-prompt forward bit for bit.
+TEST(DsV4Invariants, SecondConfigChunkingEqualsWholePrompt) {
+  const std::string dir = TempDir("tiny128");
+  ASSERT_OK_AND_ASSIGN(Config c, TestModelPreset("tiny128"));
+  ASSERT_OK(WriteTestModel(c, 7, dir));
+  auto model = Load(dir);
+  const std::vector<int32_t> prompt = Prompt(300, c.vocab_size, 3);
+  ReferenceSession whole(model.get(), 300);
+  std::vector<float> streams;
+  ASSERT_OK_AND_ASSIGN(auto ref, whole.Feed(prompt, {}, &streams));
+  for (auto& v : ref) ASSERT_TRUE(std::isfinite(v));
+  for (int64_t size : {1, 7, 64}) {
+    ReferenceSession s(model.get(), 300);
+    ASSERT_OK_AND_ASSIGN(auto got, s.Feed(prompt, std::vector<int64_t>{size}));
+    int64_t diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != ref[i];
+    EXPECT_EQ(diff, 0) << "chunk size " << size;
+  }
+  // MTP: chunked equals whole as well.
+  std::vector<int32_t> next(prompt.begin() + 1, prompt.end());
+  next.push_back(5);
+  ASSERT_OK_AND_ASSIGN(auto mtp_whole, whole.Mtp(0, streams, next, LogitsMode::kAll));
+  const int64_t per = c.hc_mult * c.hidden_size;
+  std::vector<float> mtp_chunked;
+  for (int64_t start = 0; start < 300; start += 64) {
+    const int64_t n = std::min<int64_t>(64, 300 - start);
+    ASSERT_OK_AND_ASSIGN(
+        auto part, whole.Mtp(start, std::span<const float>(streams).subspan(start * per, n * per),
+                             std::span<const int32_t>(next).subspan(start, n), LogitsMode::kAll));
+    mtp_chunked.insert(mtp_chunked.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(mtp_chunked, mtp_whole);
+}
+
+TEST(DsV4Invariants, BatchOfTwoSequencesMatchesSingle) {
+  const std::string dir = TempDir("tiny_batch");
+  ASSERT_OK_AND_ASSIGN(Config c, TestModelPreset("tiny"));
+  ASSERT_OK(WriteTestModel(c, 11, dir));
+  auto model = Load(dir);
+  const KvLayout& L = model->kv_layout();
+  std::vector<float> blocks(4 * L.BlockBytes() / 4 + 16), state(2 * L.StateBytes() / 4 + 16);
+  KvCacheView kv{reinterpret_cast<uint8_t*>(blocks.data()), 4,
+                 reinterpret_cast<uint8_t*>(state.data()), 2};
+  const auto a = Prompt(40, c.vocab_size, 1), b = Prompt(25, c.vocab_size, 2);
+  const std::vector<int32_t> ta = {0}, tb = {1};
+  ForwardBatch batch;
+  batch.chunks.push_back({0, a, ta, 0, LogitsMode::kAll});
+  batch.chunks.push_back({0, b, tb, 1, LogitsMode::kLast});
+  ForwardOutput out;
+  ASSERT_OK(model->Forward(batch, kv, &out));
+  ASSERT_EQ(out.chunk_row_begin, (std::vector<int64_t>{0, 40, 41}));
+  ReferenceSession sb(model.get(), 25);
+  ASSERT_OK_AND_ASSIGN(auto lb, sb.Feed(b));
+  const int64_t V = c.vocab_size;
+  EXPECT_EQ(std::vector<float>(out.logits.begin() + 40 * V, out.logits.end()),
+            std::vector<float>(lb.end() - V, lb.end()));
+  // Malformed batches are rejected.
+  ForwardBatch bad;
+  const std::vector<int32_t> bad_tok = {static_cast<int32_t>(V)};
+  bad.chunks.push_back({0, bad_tok, ta, 0, LogitsMode::kLast});
+  EXPECT_THAT(model->Forward(bad, kv, &out), StatusIs(absl::StatusCode::kInvalidArgument));
+  bad.chunks[0] = {0, a, {}, 0, LogitsMode::kLast};
+  EXPECT_THAT(model->Forward(bad, kv, &out),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block table")));
+  bad.chunks[0] = {0, a, ta, 5, LogitsMode::kLast};
+  EXPECT_THAT(model->Forward(bad, kv, &out),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("state slot")));
+}
+
+// The demo preset (vocab 129280, window 128, ratios 4 and 128) loads, keeps healthy activations
+// over a 300-token prompt and decodes.
+TEST(DsV4MakeTestModel, DemoPresetIsHealthy) {
+  const std::string dir = TempDir("demo");
+  ASSERT_OK_AND_ASSIGN(Config c, TestModelPreset("demo"));
+  ASSERT_OK(WriteTestModel(c, 1, dir));
+  auto model = Load(dir);
+  EXPECT_EQ(model->info().vocab_size, 129280);
+  std::vector<BlockDebug> dbg;
+  model->set_debug(&dbg);
+  ReferenceSession s(model.get(), 301);
+  const auto prompt = Prompt(300, c.vocab_size, 9);
+  ASSERT_OK_AND_ASSIGN(auto logits,
+                       s.Feed(prompt, std::vector<int64_t>{300}, nullptr, LogitsMode::kLast));
+  model->set_debug(nullptr);
+  ASSERT_EQ(dbg.size(), static_cast<size_t>(c.num_layers));
+  for (const BlockDebug& b : dbg) {
+    for (float r : b.stream_rms) {
+      EXPECT_GT(r, 0.3f);
+      EXPECT_LT(r, 3.0f);
+    }
+  }
+  double ss = 0;
+  const int64_t V = c.vocab_size;
+  ASSERT_EQ(logits.size(), static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i) ss += logits[i] * logits[i];
+  const double rms = std::sqrt(ss / V);
+  EXPECT_GT(rms, 0.3);
+  EXPECT_LT(rms, 10.0);
+  const int32_t next = ArgMax(logits);
+  ASSERT_OK_AND_ASSIGN(auto step, s.Feed(std::span<const int32_t>(&next, 1)));
+  EXPECT_EQ(step.size(), static_cast<size_t>(V));
+}
+
+// Malformed or mismatched checkpoints give errors naming the tensor.
+class DsV4BadCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(config_, TestModelPreset("tiny"));
+    BuildTestWeights(config_, 3, &writer_);
+  }
+  absl::Status LoadWith(const std::string& name, const Config& cfg) {
+    const std::string dir = TempDir(name);
+    std::ofstream(dir + "/config.json") << cfg.ToJson();
+    RETURN_IF_ERROR(writer_.Write(dir + "/model.safetensors"));
+    return LoadModel(dir, LoadOptions{}).status();
+  }
+  Config config_;
+  SafetensorsWriter writer_;
+};
+
+TEST_F(DsV4BadCheckpoint, MissingTensor) {
+  writer_.Remove("layers.2.attn.compressor.wgate.weight");
+  EXPECT_THAT(
+      LoadWith("bad_missing", config_),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("layers.2.attn.compressor.wgate.weight")));
+}
+
+TEST_F(DsV4BadCheckpoint, WrongShape) {
+  std::vector<uint8_t> bytes(127 * 256);
+  writer_.Add("layers.1.attn.wq_a.weight", "F8_E4M3", {127, 256}, bytes);
+  EXPECT_THAT(LoadWith("bad_shape", config_),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("layers.1.attn.wq_a.weight")));
+}
+
+TEST_F(DsV4BadCheckpoint, WrongDtype) {
+  std::vector<uint8_t> bytes(256 * 4);
+  writer_.Add("layers.0.attn_norm.weight", "I32", {256}, bytes);
+  EXPECT_THAT(LoadWith("bad_dtype", config_),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("layers.0.attn_norm.weight")));
+}
+
+TEST_F(DsV4BadCheckpoint, ConfigDisagreesWithWeights) {
+  Config c = config_;
+  c.moe_inter = 256;  // the checkpoint's experts are 128 wide
+  EXPECT_THAT(LoadWith("bad_config", c),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("layers.0.ffn.experts.0.w1")));
+  Config d = config_;
+  d.num_layers = 5;  // one more layer than the checkpoint has
+  d.compress_ratios = {0, 4, 16, 4, 0, 0};
+  EXPECT_THAT(LoadWith("bad_layers", d),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("layers.4.")));
+}
+
+TEST_F(DsV4BadCheckpoint, Tid2eidOutOfRange) {
+  std::vector<int64_t> ids(512 * 2, 9);  // expert 9 of 8
+  writer_.Add(
+      "layers.0.ffn.gate.tid2eid", "I64", {512, 2},
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 8));
+  EXPECT_THAT(LoadWith("bad_tid2eid", config_),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("layers.0.ffn.gate.tid2eid")));
+}
+
+}  // namespace
+}  // namespace deepinfer::model::dsv4

@@ -1,0 +1,287 @@
+#include "model/deepseek_v4_weights.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace deepinfer::model::dsv4 {
+namespace {
+
+class Binder {
+ public:
+  Binder(const Config& c, const Checkpoint& ckpt, Weights* w) : c_(c), ckpt_(ckpt), w_(w) {}
+
+  absl::StatusOr<TensorView> Get(const std::string& name) { return ckpt_.Get(name); }
+
+  absl::Status ShapeError(const TensorView& t, const std::vector<int64_t>& shape,
+                          const std::string& dtypes) {
+    std::string want = "[";
+    for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&want, i ? ", " : "", shape[i]);
+    want += "]";
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name, " in ", t.file, ": expected ",
+                                                   dtypes, want, ", got ", t.DebugString()));
+  }
+
+  // A tensor of one of `dtypes` with exactly `shape`.
+  absl::StatusOr<TensorView> Typed(const std::string& name, std::initializer_list<DType> dtypes,
+                                   const std::vector<int64_t>& shape) {
+    ASSIGN_OR_RETURN(TensorView t, Get(name));
+    bool ok = false;
+    std::string names;
+    for (DType d : dtypes) {
+      ok |= t.dtype == d;
+      absl::StrAppend(&names, names.empty() ? "" : "|", std::string(DTypeName(d)));
+    }
+    if (!ok || t.shape != shape) return ShapeError(t, shape, names);
+    return t;
+  }
+
+  // Returns data aligned to `align` (copying when the mapping is not).
+  const uint8_t* Aligned(const TensorView& t, int64_t align) {
+    if (t.IsAligned(align)) return t.data;
+    auto buf = std::make_unique<uint8_t[]>(t.byte_size);
+    std::memcpy(buf.get(), t.data, t.byte_size);
+    const uint8_t* p = buf.get();
+    w_->owned.push_back(std::move(buf));
+    return p;
+  }
+
+  void Count(const TensorView& t, int64_t logical) {
+    w_->num_parameters += logical;
+    w_->weight_bytes += t.byte_size;
+  }
+
+  absl::StatusOr<std::vector<float>> Vector(const std::string& name,
+                                            const std::vector<int64_t>& shape) {
+    ASSIGN_OR_RETURN(TensorView t, Typed(name, {DType::kF32, DType::kBF16}, shape));
+    Count(t, t.NumElements());
+    std::vector<float> out(t.NumElements());
+    if (t.dtype == DType::kF32) {
+      std::memcpy(out.data(), t.data, t.byte_size);
+    } else {
+      for (int64_t i = 0; i < t.NumElements(); ++i) {
+        uint16_t b;
+        std::memcpy(&b, t.data + 2 * i, 2);
+        out[i] = Bf16ToF32(b);
+      }
+    }
+    return out;
+  }
+
+  // BF16 (or F32) matrix [rows, cols].
+  absl::StatusOr<WeightMatrix> Plain(const std::string& name, int64_t rows, int64_t cols) {
+    ASSIGN_OR_RETURN(TensorView t, Typed(name, {DType::kBF16, DType::kF32}, {rows, cols}));
+    Count(t, rows * cols);
+    WeightMatrix m;
+    m.format = t.dtype == DType::kBF16 ? WeightFormat::kBf16 : WeightFormat::kF32;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = Aligned(t, t.dtype == DType::kBF16 ? 2 : 4);
+    return m;
+  }
+
+  // FP8 block matrix `prefix.weight` [rows, cols] + `prefix.scale` [ceil(rows/128),
+  // ceil(cols/128)].
+  absl::StatusOr<WeightMatrix> Fp8(const std::string& prefix, int64_t rows, int64_t cols) {
+    ASSIGN_OR_RETURN(TensorView t, Typed(prefix + ".weight", {DType::kF8E4M3}, {rows, cols}));
+    const int64_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+    ASSIGN_OR_RETURN(TensorView s,
+                     Typed(prefix + ".scale", {DType::kF8E8M0, DType::kF32}, {sr, sc}));
+    Count(t, rows * cols);
+    w_->weight_bytes += s.byte_size;
+    WeightMatrix m;
+    m.format = WeightFormat::kFp8Block;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = t.data;
+    m.scale_cols = sc;
+    if (s.dtype == DType::kF32) {
+      m.scale_f32 = reinterpret_cast<const float*>(Aligned(s, 4));
+    } else {
+      m.scale = s.data;
+    }
+    return m;
+  }
+
+  // Routed expert matrix: packed FP4 (I8 [rows, cols/2] + E8M0 [rows, cols/32]) or, with
+  // expert_dtype fp8, an FP8 block matrix.
+  absl::StatusOr<WeightMatrix> Expert(const std::string& prefix, int64_t rows, int64_t cols) {
+    if (!c_.expert_fp4) return Fp8(prefix, rows, cols);
+    ASSIGN_OR_RETURN(TensorView t,
+                     Typed(prefix + ".weight", {DType::kI8, DType::kU8}, {rows, cols / 2}));
+    ASSIGN_OR_RETURN(TensorView s, Typed(prefix + ".scale", {DType::kF8E8M0}, {rows, cols / 32}));
+    Count(t, rows * cols);
+    w_->weight_bytes += s.byte_size;
+    WeightMatrix m;
+    m.format = WeightFormat::kMxFp4;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = t.data;
+    m.scale = s.data;
+    m.scale_cols = cols / 32;
+    return m;
+  }
+
+  absl::StatusOr<HcWeights> Hc(const std::string& prefix, const std::string& kind, int64_t mix) {
+    HcWeights h;
+    const int64_t n = c_.hc_mult, D = c_.hidden_size;
+    ASSIGN_OR_RETURN(h.fn, Vector(prefix + "hc_" + kind + "_fn", {mix, n * D}));
+    ASSIGN_OR_RETURN(h.base, Vector(prefix + "hc_" + kind + "_base", {mix}));
+    ASSIGN_OR_RETURN(h.scale,
+                     Vector(prefix + "hc_" + kind + "_scale", {kind == "head" ? 1 : int64_t{3}}));
+    return h;
+  }
+
+  absl::StatusOr<CompressorWeights> Compressor(const std::string& prefix, int64_t ratio,
+                                               int64_t width) {
+    CompressorWeights cw;
+    cw.ratio = ratio;
+    cw.width = width;
+    cw.coff = ratio == 4 ? 2 : 1;
+    const int64_t out = cw.coff * width;
+    ASSIGN_OR_RETURN(cw.ape, Vector(prefix + "ape", {ratio, out}));
+    ASSIGN_OR_RETURN(cw.wkv, Plain(prefix + "wkv.weight", out, c_.hidden_size));
+    ASSIGN_OR_RETURN(cw.wgate, Plain(prefix + "wgate.weight", out, c_.hidden_size));
+    ASSIGN_OR_RETURN(cw.norm, Vector(prefix + "norm.weight", {width}));
+    return cw;
+  }
+
+  absl::StatusOr<ExpertWeights> Swiglu(const std::string& prefix, bool routed) {
+    ExpertWeights e;
+    const int64_t D = c_.hidden_size, I = c_.moe_inter;
+    if (routed) {
+      ASSIGN_OR_RETURN(e.w1, Expert(prefix + "w1", I, D));
+      ASSIGN_OR_RETURN(e.w2, Expert(prefix + "w2", D, I));
+      ASSIGN_OR_RETURN(e.w3, Expert(prefix + "w3", I, D));
+    } else {
+      ASSIGN_OR_RETURN(e.w1, Fp8(prefix + "w1", I, D));
+      ASSIGN_OR_RETURN(e.w2, Fp8(prefix + "w2", D, I));
+      ASSIGN_OR_RETURN(e.w3, Fp8(prefix + "w3", I, D));
+    }
+    return e;
+  }
+
+  absl::Status Block(const std::string& p, int64_t layer_id, BlockWeights* b) {
+    const int64_t D = c_.hidden_size, H = c_.num_heads, d = c_.head_dim;
+    const int64_t n = c_.hc_mult, mix = (2 + n) * n;
+    b->layer_id = layer_id;
+    b->ratio = c_.Ratio(layer_id);
+    ASSIGN_OR_RETURN(b->hc_attn, Hc(p, "attn", mix));
+    ASSIGN_OR_RETURN(b->hc_ffn, Hc(p, "ffn", mix));
+    ASSIGN_OR_RETURN(b->attn_norm, Vector(p + "attn_norm.weight", {D}));
+    ASSIGN_OR_RETURN(b->ffn_norm, Vector(p + "ffn_norm.weight", {D}));
+    AttentionWeights& a = b->attn;
+    const std::string ap = p + "attn.";
+    ASSIGN_OR_RETURN(a.sink, Vector(ap + "attn_sink", {H}));
+    ASSIGN_OR_RETURN(a.wq_a, Fp8(ap + "wq_a", c_.q_lora_rank, D));
+    ASSIGN_OR_RETURN(a.q_norm, Vector(ap + "q_norm.weight", {c_.q_lora_rank}));
+    ASSIGN_OR_RETURN(a.wq_b, Fp8(ap + "wq_b", H * d, c_.q_lora_rank));
+    ASSIGN_OR_RETURN(a.wkv, Fp8(ap + "wkv", d, D));
+    ASSIGN_OR_RETURN(a.kv_norm, Vector(ap + "kv_norm.weight", {d}));
+    ASSIGN_OR_RETURN(a.wo_a, Fp8(ap + "wo_a", c_.o_groups * c_.o_lora_rank, H * d / c_.o_groups));
+    ASSIGN_OR_RETURN(a.wo_b, Fp8(ap + "wo_b", D, c_.o_groups * c_.o_lora_rank));
+    if (b->ratio > 0) {
+      a.has_compressor = true;
+      ASSIGN_OR_RETURN(a.compressor, Compressor(ap + "compressor.", b->ratio, d));
+      if (b->ratio == 4) {
+        a.has_indexer = true;
+        const int64_t IH = c_.index_n_heads, ID = c_.index_head_dim;
+        ASSIGN_OR_RETURN(a.idx_wq_b, Fp8(ap + "indexer.wq_b", IH * ID, c_.q_lora_rank));
+        ASSIGN_OR_RETURN(a.idx_weights_proj, Plain(ap + "indexer.weights_proj.weight", IH, D));
+        ASSIGN_OR_RETURN(a.idx_compressor, Compressor(ap + "indexer.compressor.", 4, ID));
+      }
+    }
+    MoeWeights& f = b->ffn;
+    const std::string fp = p + "ffn.";
+    const int64_t E = c_.n_routed_experts;
+    f.hash = layer_id < c_.num_hash_layers;
+    ASSIGN_OR_RETURN(f.gate, Plain(fp + "gate.weight", E, D));
+    if (f.hash) {
+      const int64_t K = c_.n_active_experts;
+      ASSIGN_OR_RETURN(TensorView t,
+                       Typed(fp + "gate.tid2eid", {DType::kI64, DType::kI32}, {c_.vocab_size, K}));
+      Count(t, t.NumElements());
+      f.tid2eid.resize(c_.vocab_size * K);
+      for (int64_t i = 0; i < c_.vocab_size * K; ++i) {
+        int64_t v;
+        if (t.dtype == DType::kI64) {
+          std::memcpy(&v, t.data + 8 * i, 8);
+        } else {
+          int32_t v32;
+          std::memcpy(&v32, t.data + 4 * i, 4);
+          v = v32;
+        }
+        if (v < 0 || v >= E) {
+          return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name, " in ", t.file,
+                                                         ": entry ", i, " = ", v,
+                                                         " is not an expert id < ", E));
+        }
+        f.tid2eid[i] = static_cast<int32_t>(v);
+      }
+    } else {
+      ASSIGN_OR_RETURN(f.bias, Vector(fp + "gate.bias", {E}));
+    }
+    f.experts.resize(E);
+    for (int64_t e = 0; e < E; ++e) {
+      ASSIGN_OR_RETURN(f.experts[e], Swiglu(absl::StrCat(fp, "experts.", e, "."), true));
+    }
+    ASSIGN_OR_RETURN(f.shared, Swiglu(fp + "shared_experts.", false));
+    return absl::OkStatus();
+  }
+
+  absl::Status All() {
+    const int64_t D = c_.hidden_size, V = c_.vocab_size, n = c_.hc_mult;
+    ASSIGN_OR_RETURN(w_->embed, Plain("embed.weight", V, D));
+    ASSIGN_OR_RETURN(w_->head, Plain("head.weight", V, D));
+    ASSIGN_OR_RETURN(w_->norm, Vector("norm.weight", {D}));
+    ASSIGN_OR_RETURN(w_->hc_head, Hc("", "head", n));
+    w_->blocks.resize(c_.num_layers);
+    for (int64_t i = 0; i < c_.num_layers; ++i) {
+      RETURN_IF_ERROR(Block(absl::StrCat("layers.", i, "."), i, &w_->blocks[i]));
+    }
+    const int64_t bytes_before_mtp = w_->weight_bytes;
+    w_->mtp.resize(c_.num_mtp_layers);
+    for (int64_t j = 0; j < c_.num_mtp_layers; ++j) {
+      const std::string p = absl::StrCat("mtp.", j, ".");
+      MtpWeights& m = w_->mtp[j];
+      RETURN_IF_ERROR(Block(p, c_.num_layers + j, &m.block));
+      ASSIGN_OR_RETURN(m.e_proj, Fp8(p + "e_proj", D, D));
+      ASSIGN_OR_RETURN(m.h_proj, Fp8(p + "h_proj", D, D));
+      ASSIGN_OR_RETURN(m.enorm, Vector(p + "enorm.weight", {D}));
+      ASSIGN_OR_RETURN(m.hnorm, Vector(p + "hnorm.weight", {D}));
+      ASSIGN_OR_RETURN(m.norm, Vector(p + "norm.weight", {D}));
+      ASSIGN_OR_RETURN(m.hc_head, Hc(p, "head", n));
+    }
+    // Bytes read per plain decode step at batch 1: every main-model tensor except the routed
+    // experts, plus num_experts_per_tok experts per layer and one embedding row (no MTP).
+    int64_t active = bytes_before_mtp - w_->embed.Bytes() + w_->embed.Bytes() / V;
+    for (const BlockWeights& b : w_->blocks) {
+      for (const ExpertWeights& e : b.ffn.experts) {
+        active -= e.w1.Bytes() + e.w2.Bytes() + e.w3.Bytes();
+      }
+      if (!b.ffn.experts.empty()) {
+        const ExpertWeights& e = b.ffn.experts[0];
+        active += c_.n_active_experts * (e.w1.Bytes() + e.w2.Bytes() + e.w3.Bytes());
+      }
+    }
+    w_->active_bytes_per_token = active;
+    return absl::OkStatus();
+  }
+
+ private:
+  const Config& c_;
+  const Checkpoint& ckpt_;
+  Weights* w_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Weights>> BindWeights(const Config& config, const Checkpoint& ckpt) {
+  auto w = std::make_unique<Weights>();
+  Binder binder(config, ckpt, w.get());
+  RETURN_IF_ERROR(binder.All());
+  return w;
+}
+
+}  // namespace deepinfer::model::dsv4

@@ -1,0 +1,143 @@
+#include "structured/compiler.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "structured/ebnf.h"
+#include "structured/regex.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::structured {
+
+absl::StatusOr<Grammar> BuildGrammar(const ConstraintSpec& spec) {
+  switch (spec.kind) {
+    case ConstraintSpec::Kind::kJsonSchema: return JsonSchemaToGrammar(spec.text, spec.json_options);
+    case ConstraintSpec::Kind::kJsonObject: return AnyJsonGrammar(true, spec.json_options);
+    case ConstraintSpec::Kind::kRegex: return RegexToGrammar(spec.text);
+    case ConstraintSpec::Kind::kEbnf: return ParseEbnf(spec.text);
+  }
+  return absl::InvalidArgumentError("unknown constraint kind");
+}
+
+Vocabulary VocabularyFromTokenizer(const Tokenizer& tokenizer, int64_t model_vocab_size,
+                                   std::span<const int32_t> eos_ids) {
+  Vocabulary v;
+  const int64_t n = std::max<int64_t>(model_vocab_size, tokenizer.vocab_size());
+  v.token_bytes.resize(n);
+  for (int64_t id = 0; id < n; ++id) {
+    if (id >= tokenizer.vocab_size()) continue;
+    TokenInfo info = tokenizer.GetTokenInfo(static_cast<int32_t>(id));
+    if (info.is_added || info.is_special) {
+      v.special_ids.push_back(static_cast<int32_t>(id));
+      continue;
+    }
+    v.token_bytes[id] = std::string(tokenizer.TokenBytes(static_cast<int32_t>(id)));
+  }
+  for (int32_t id : eos_ids) {
+    if (id >= 0 && id < n) v.eos_ids.push_back(id);
+  }
+  return v;
+}
+
+GrammarCompiler::GrammarCompiler(std::shared_ptr<const VocabularyIndex> vocab, Options options)
+    : vocab_(std::move(vocab)), options_(options) {
+  for (int i = 0; i < std::max(1, options_.num_threads); ++i) {
+    threads_.emplace_back([this] { WorkerLoop(); });
+  }
+}
+
+GrammarCompiler::~GrammarCompiler() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+std::string GrammarCompiler::CacheKey(const ConstraintSpec& spec) {
+  return absl::StrCat(static_cast<int>(spec.kind), ":",
+                      static_cast<int>(spec.json_options.whitespace), ":",
+                      spec.json_options.max_whitespace, ":", spec.text);
+}
+
+void GrammarCompiler::WorkerLoop() {
+  for (;;) {
+    std::pair<std::string, ConstraintSpec> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      job = std::move(queue_.front());
+      queue_.erase(queue_.begin());
+    }
+    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> result;
+    auto grammar = BuildGrammar(job.second);
+    if (!grammar.ok()) {
+      result = grammar.status();
+    } else {
+      result = CompiledGrammar::Compile(*grammar, vocab_);
+      if (result.ok() && options_.precompute_token_sets) (*result)->Precompute();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++compiles_;
+      auto it = cache_.find(job.first);
+      if (it != cache_.end()) {
+        it->second->result = std::move(result);
+        it->second->done = true;
+        // Failed compiles are not cached: the next request retries (and gets the same error).
+        if (!it->second->result.ok()) cache_.erase(it);
+      }
+    }
+    done_cv_.notify_all();
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Get(
+    const ConstraintSpec& spec) {
+  const std::string key = CacheKey(spec);
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      entry = it->second;
+      ++hits_;
+      lru_.remove(key);
+      lru_.push_front(key);
+    } else {
+      entry = std::make_shared<Entry>();
+      cache_[key] = entry;
+      lru_.push_front(key);
+      queue_.emplace_back(key, spec);
+      while (lru_.size() > options_.max_cache_entries) {
+        auto victim = cache_.find(lru_.back());
+        if (victim != cache_.end() && victim->second->done) cache_.erase(victim);
+        lru_.pop_back();
+      }
+    }
+  }
+  work_cv_.notify_one();
+  std::unique_lock<std::mutex> lock(mu_);
+  bool finished = done_cv_.wait_for(lock, std::chrono::milliseconds(options_.compile_timeout_ms),
+                                    [&] { return entry->done; });
+  if (!finished) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "grammar compilation took longer than ", options_.compile_timeout_ms, " ms"));
+  }
+  return entry->result;
+}
+
+int64_t GrammarCompiler::cache_hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+int64_t GrammarCompiler::compiles() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return compiles_;
+}
+
+}  // namespace deepinfer::structured

@@ -1,0 +1,98 @@
+// Grammar compiler service (DEEPINFER-DESIGN.md §11): compiles JSON schema / JSON object /
+// regex / EBNF constraints into CompiledGrammars on its own threads, off the engine thread,
+// with a cache keyed by (constraint hash, vocabulary fingerprint). Requests wait for their
+// grammar before entering the engine; a compile that exceeds the timeout ends in
+// DeadlineExceeded (the compile keeps running and still fills the cache).
+//
+// Also builds the matcher's Vocabulary from a Tokenizer: every added/special token is excluded
+// from grammar output, ids the tokenizer does not know (the model's padding rows) never match.
+// Thread-safe.
+#ifndef DEEPINFER_STRUCTURED_COMPILER_H_
+#define DEEPINFER_STRUCTURED_COMPILER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "structured/json_schema.h"
+#include "structured/matcher.h"
+
+namespace deepinfer {
+class Tokenizer;
+}
+
+namespace deepinfer::structured {
+
+// What to constrain the output to (the offline API's so_args and the server's response_format).
+struct ConstraintSpec {
+  enum class Kind { kJsonSchema, kJsonObject, kRegex, kEbnf };
+  Kind kind = Kind::kJsonObject;
+  std::string text;  // the schema JSON, regex or EBNF text (unused for kJsonObject)
+  JsonSchemaOptions json_options;
+};
+
+// Parses `spec` into a Grammar (no vocabulary needed). Errors as the front ends'.
+absl::StatusOr<Grammar> BuildGrammar(const ConstraintSpec& spec);
+
+// The vocabulary of `tokenizer` for a model with `model_vocab_size` logits. `eos_ids` are the
+// ids that end generation (tokenizer EOS plus the model's extra EOS ids).
+Vocabulary VocabularyFromTokenizer(const Tokenizer& tokenizer, int64_t model_vocab_size,
+                                   std::span<const int32_t> eos_ids);
+
+class GrammarCompiler {
+ public:
+  struct Options {
+    int num_threads = 1;
+    int64_t compile_timeout_ms = 30000;
+    size_t max_cache_entries = 256;
+    // Compute every state's token sets at compile time (slower compile, faster first tokens).
+    bool precompute_token_sets = true;
+  };
+
+  GrammarCompiler(std::shared_ptr<const VocabularyIndex> vocab, Options options);
+  ~GrammarCompiler();
+  GrammarCompiler(const GrammarCompiler&) = delete;
+  GrammarCompiler& operator=(const GrammarCompiler&) = delete;
+
+  // Returns the compiled grammar for `spec`, compiling it on a compiler thread if not cached.
+  // Blocks the caller up to the compile timeout. Errors: InvalidArgument (bad constraint),
+  // DeadlineExceeded (compile took longer than the timeout).
+  absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Get(const ConstraintSpec& spec);
+
+  const VocabularyIndex& vocab() const { return *vocab_; }
+  int64_t cache_hits() const;
+  int64_t compiles() const;
+
+ private:
+  struct Entry {
+    bool done = false;
+    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> result =
+        absl::UnknownError("pending");
+  };
+  void WorkerLoop();
+  static std::string CacheKey(const ConstraintSpec& spec);
+
+  std::shared_ptr<const VocabularyIndex> vocab_;
+  Options options_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Entry>> cache_;  // guarded by mu_
+  std::list<std::string> lru_;                                        // guarded by mu_
+  std::vector<std::pair<std::string, ConstraintSpec>> queue_;        // guarded by mu_
+  bool stop_ = false;                                                 // guarded by mu_
+  int64_t hits_ = 0, compiles_ = 0;                                   // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace deepinfer::structured
+
+#endif  // DEEPINFER_STRUCTURED_COMPILER_H_

@@ -1,0 +1,133 @@
+// /v1/chat/completions on the `demo` preset (DeepSeek-V4 layout, random weights, DeepSeek
+// tokenizer), through the official openai client. Random weights make the text meaningless, so
+// the checks are on the protocol: shapes, streaming framing, usage arithmetic, logprob
+// invariants, seeded reproducibility and stream / non-stream agreement.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { demoModel, startServer } from './helpers.mjs';
+
+const dir = demoModel();
+const skip = dir ? false : 'the demo checkpoint could not be generated (deepinfer make-test-model)';
+const MESSAGES = [
+  { role: 'system', content: 'You are terse.' },
+  { role: 'user', content: 'Say hello.' },
+];
+
+describe('chat completions on the demo preset', { skip }, () => {
+  let server;
+  let client;
+
+  before(async () => {
+    server = await startServer(dir, ['--served-model-name', 'demo']);
+    client = new OpenAI({ baseURL: server.baseURL, apiKey: 'unused', maxRetries: 0 });
+  });
+  after(async () => {
+    const r = await server?.stop();
+    assert.equal(r?.code, 0, 'graceful shutdown exits 0');
+  });
+
+  test('non-stream: OpenAI shape and usage', async () => {
+    const r = await client.chat.completions.create({
+      model: 'demo', messages: MESSAGES, max_tokens: 8, temperature: 0,
+    });
+    assert.equal(r.object, 'chat.completion');
+    assert.match(r.id, /^chatcmpl-/);
+    assert.equal(r.model, 'demo');
+    assert.equal(r.choices.length, 1);
+    const c = r.choices[0];
+    assert.equal(c.index, 0);
+    assert.equal(c.message.role, 'assistant');
+    assert.ok(['stop', 'length', 'tool_calls'].includes(c.finish_reason));
+    assert.equal(typeof c.message.reasoning_content, 'string', 'thinking is on by default');
+    assert.ok(r.usage.prompt_tokens > 0);
+    assert.ok(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 8);
+    assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+    if (c.finish_reason === 'length') assert.equal(r.usage.completion_tokens, 8);
+  });
+
+  test('stream: role first, deltas, finish_reason once, usage chunk, agrees with non-stream', async () => {
+    const req = { model: 'demo', messages: MESSAGES, max_tokens: 12, temperature: 0 };
+    const whole = await client.chat.completions.create(req);
+    const stream = await client.chat.completions.create({
+      ...req, stream: true, stream_options: { include_usage: true },
+    });
+    let first = true;
+    let content = '';
+    let reasoning = '';
+    let finishes = 0;
+    let finish = null;
+    let usage = null;
+    for await (const chunk of stream) {
+      assert.equal(chunk.object, 'chat.completion.chunk');
+      if (chunk.usage) {
+        usage = chunk.usage;
+        assert.deepEqual(chunk.choices, []);
+        continue;
+      }
+      const c = chunk.choices[0];
+      if (first) {
+        assert.equal(c.delta.role, 'assistant');
+        first = false;
+      }
+      content += c.delta.content ?? '';
+      reasoning += c.delta.reasoning_content ?? '';
+      if (c.finish_reason) {
+        finishes++;
+        finish = c.finish_reason;
+      }
+    }
+    assert.equal(finishes, 1);
+    assert.equal(finish, whole.choices[0].finish_reason);
+    assert.equal(content, whole.choices[0].message.content ?? '');
+    assert.equal(reasoning, whole.choices[0].message.reasoning_content ?? '');
+    assert.deepEqual(usage, whole.usage);
+  });
+
+  test('thinking disabled through the DeepSeek option changes the prompt', async () => {
+    const on = await client.chat.completions.create({ model: 'demo', messages: MESSAGES, max_tokens: 1 });
+    const off = await client.chat.completions.create({
+      model: 'demo', messages: MESSAGES, max_tokens: 1, thinking: { type: 'disabled' },
+    });
+    // V4 ends a thinking prompt with <think>, a chat prompt with </think>: same length, other id.
+    assert.equal(on.usage.prompt_tokens, off.usage.prompt_tokens);
+    assert.equal(off.choices[0].message.reasoning_content, undefined);
+  });
+
+  test('logprobs: greedy token is the top alternative, one entry per token', async () => {
+    const r = await client.chat.completions.create({
+      model: 'demo', messages: MESSAGES, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3,
+    });
+    const entries = r.choices[0].logprobs.content;
+    assert.equal(entries.length, r.usage.completion_tokens);
+    for (const e of entries) {
+      assert.ok(e.logprob <= 0);
+      assert.equal(e.top_logprobs.length, 3);
+      assert.ok(Math.abs(e.top_logprobs[0].logprob - e.logprob) < 1e-5);
+      assert.ok(Array.isArray(e.bytes));
+      assert.equal(Buffer.from(e.bytes).toString('utf8').length > 0 || e.bytes.length === 0, true);
+    }
+  });
+
+  test('n=2 with a seed is reproducible and gives two choices', async () => {
+    const req = { model: 'demo', messages: MESSAGES, max_tokens: 6, temperature: 1, n: 2, seed: 7 };
+    const a = await client.chat.completions.create(req);
+    const b = await client.chat.completions.create(req);
+    assert.equal(a.choices.length, 2);
+    const key = (r) => r.choices.slice().sort((x, y) => x.index - y.index)
+      .map((c) => `${c.message.reasoning_content}|${c.message.content}`);
+    assert.deepEqual(key(a), key(b));
+    assert.equal(a.usage.completion_tokens, b.usage.completion_tokens);
+  });
+
+  test('tools and tool_choice are accepted', async () => {
+    const r = await client.chat.completions.create({
+      model: 'demo', messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 4,
+      thinking: { type: 'disabled' }, tool_choice: 'auto',
+      tools: [{ type: 'function', function: { name: 'get_weather', description: 'Weather',
+                parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+    });
+    assert.equal(r.choices.length, 1);
+    assert.ok(r.usage.prompt_tokens > 20, 'the tools prompt is rendered');
+  });
+});

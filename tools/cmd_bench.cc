@@ -1,0 +1,140 @@
+// `deepinfer bench`: offline throughput and latency of the engine on one model.
+//
+//   deepinfer bench --model DIR [--prompt-len 128] [--output-len 64] [--batch-sizes 1,8,32]
+// For each batch size B, submits B requests of random prompt ids at once (greedy, ignore_eos,
+// exactly output-len tokens each) and prints one table row:
+//   prompt tok/s  = B * prompt-len / (time until the last request's first token)
+//   output tok/s  = B * output-len / (time until the last request finished)
+//   TTFT          = mean time from submission to a request's first token
+//   TPOT          = mean time per output token after the first
+// Each batch size is run once after one untimed warm-up request.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "engine/engine.h"
+#include "engine/llm.h"
+#include "model/model.h"
+#include "tools/cli_flags.h"
+#include "tools/commands.h"
+
+namespace deepinfer::cli {
+namespace {
+
+int BenchFail(const absl::Status& s) {
+  std::fprintf(stderr, "deepinfer bench: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int RunBench(int argc, char** argv) {
+  FlagSet flags("bench");
+  flags.AddString("model", "", "Hugging Face model directory (config.json + *.safetensors)");
+  flags.AddString("prompt-len", "128", "prompt tokens per request");
+  flags.AddString("output-len", "64", "generated tokens per request");
+  flags.AddString("batch-sizes", "1,8,32", "comma-separated numbers of concurrent requests");
+  flags.AddString("kv-memory-mb", "1024", "KV cache budget in MiB (blocks + state slots)");
+  flags.AddString("max-num-batched-tokens", "2048", "token budget per engine step");
+  flags.AddBool("no-async-scheduling", false, "plan the next step only after the current one");
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fprintf(stdout, "%s", flags.Usage().c_str());
+      return 0;
+    }
+  }
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  absl::StatusOr<int64_t> prompt_len = flags.GetInt("prompt-len");
+  absl::StatusOr<int64_t> output_len = flags.GetInt("output-len");
+  absl::StatusOr<int64_t> kv_mb = flags.GetInt("kv-memory-mb");
+  absl::StatusOr<int64_t> budget = flags.GetInt("max-num-batched-tokens");
+  absl::StatusOr<std::vector<int32_t>> batches = flags.GetIntList("batch-sizes");
+  for (const absl::Status& s : {prompt_len.status(), output_len.status(), kv_mb.status(),
+                                budget.status(), batches.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "deepinfer bench: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  if (flags.GetString("model").empty() || *prompt_len < 1 || *output_len < 1 || batches->empty() ||
+      *std::min_element(batches->begin(), batches->end()) < 1) {
+    std::fprintf(stderr,
+                 "deepinfer bench: --model is required; lengths and batch sizes must be >= 1\n\n%s",
+                 flags.Usage().c_str());
+    return 2;
+  }
+
+  model::LoadOptions load_options;
+  absl::StatusOr<std::unique_ptr<model::CausalLM>> loaded =
+      model::LoadModel(flags.GetString("model"), load_options);
+  if (!loaded.ok()) return BenchFail(loaded.status());
+  const model::ModelInfo info = (*loaded)->info();
+  engine::EngineConfig config;
+  config.kv_memory_bytes = *kv_mb << 20;
+  config.max_num_seqs = *std::max_element(batches->begin(), batches->end());
+  config.max_num_batched_tokens = static_cast<int>(*budget);
+  config.async_scheduling = !flags.GetBool("no-async-scheduling");
+  absl::StatusOr<std::unique_ptr<engine::LLM>> llm =
+      engine::LLM::Create(std::move(*loaded), config);
+  if (!llm.ok()) return BenchFail(llm.status());
+
+  std::mt19937 rng(1234);
+  auto make_prompts = [&](int count) {
+    std::vector<std::vector<int32_t>> prompts(count);
+    for (auto& p : prompts) {
+      p.resize(*prompt_len);
+      for (int32_t& t : p) t = static_cast<int32_t>(3 + rng() % (info.vocab_size - 3));
+    }
+    return prompts;
+  };
+  engine::SamplingParams params;
+  params.temperature = 0.0f;
+  params.ignore_eos = true;
+  params.max_tokens = static_cast<int>(*output_len);
+  // Warm-up (page in weights, size buffers).
+  if (auto w = (*llm)->Generate(make_prompts(1), params); !w.ok()) return BenchFail(w.status());
+
+  std::printf("model %s (%s), prompt %lld, output %lld, %s scheduling\n",
+              flags.GetString("model").c_str(), info.architecture.c_str(),
+              static_cast<long long>(*prompt_len), static_cast<long long>(*output_len),
+              config.async_scheduling ? "async" : "sync");
+  std::printf("| batch | prompt tok/s | output tok/s | TTFT ms | TPOT ms | wall s |\n");
+  std::printf("|------:|-------------:|-------------:|--------:|--------:|-------:|\n");
+  for (int b : *batches) {
+    const auto prompts = make_prompts(b);
+    const int64_t start = MonotonicNanos();
+    absl::StatusOr<std::vector<engine::GenerateOutput>> out = (*llm)->Generate(prompts, params);
+    const int64_t end = MonotonicNanos();
+    if (!out.ok()) return BenchFail(out.status());
+    double ttft_sum = 0, tpot_sum = 0;
+    int64_t last_first = start;
+    int tpot_n = 0;
+    for (const auto& o : *out) {
+      const auto& s = o.samples[0];
+      ttft_sum += (s.first_token_ns - o.arrival_ns) * 1e-6;
+      last_first = std::max(last_first, s.first_token_ns);
+      if (s.token_ids.size() > 1) {
+        tpot_sum += (s.finish_ns - s.first_token_ns) * 1e-6 / (s.token_ids.size() - 1);
+        ++tpot_n;
+      }
+    }
+    const double prefill_s = (last_first - start) * 1e-9;
+    const double wall_s = (end - start) * 1e-9;
+    std::printf("| %5d | %12.1f | %12.1f | %7.2f | %7.2f | %6.2f |\n", b,
+                b * *prompt_len / std::max(prefill_s, 1e-9), b * *output_len / wall_s, ttft_sum / b,
+                tpot_n > 0 ? tpot_sum / tpot_n : 0.0, wall_s);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace deepinfer::cli

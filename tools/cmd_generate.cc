@@ -1,0 +1,200 @@
+// `deepinfer generate`: greedy generation from token ids, straight on a CausalLM.
+//
+//   deepinfer generate --model DIR --prompt-ids 1,403,407 --max-tokens 32
+//   deepinfer generate --model DIR --prompt "Once upon a time" [--temperature 0.8 --seed 1]
+// With --prompt the text is encoded by the model's tokenizer (BOS added when the model has one)
+// and generated through the engine (continuous batching, sampler); the text is printed.
+// prints the generated ids, comma-separated, on stdout (timings on stderr). Token ids in and
+// out: text arrives with the tokenizer. This is a minimal loop with its own KV arena (one
+// sequence, identity block table), not the engine: it exists to check a model end to end.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "engine/llm.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/cli_flags.h"
+#include "tools/commands.h"
+
+namespace deepinfer::cli {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "deepinfer generate: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+// --prompt TEXT: tokenizer + Engine (sampling flags apply). Prints the generated text.
+int GenerateWithEngine(const FlagSet& flags) {
+  const std::string dir = flags.GetString("model");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromDirectory(dir);
+  if (!tok.ok()) return Fail(tok.status());
+  absl::StatusOr<int64_t> max_tokens = flags.GetInt("max-tokens");
+  absl::StatusOr<double> temperature = flags.GetDouble("temperature");
+  absl::StatusOr<double> top_p = flags.GetDouble("top-p");
+  absl::StatusOr<int64_t> top_k = flags.GetInt("top-k");
+  absl::StatusOr<int64_t> seed = flags.GetInt("seed");
+  for (const absl::Status& s : {max_tokens.status(), temperature.status(), top_p.status(),
+                                top_k.status(), seed.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "deepinfer generate: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  model::LoadOptions load_options;
+  load_options.fp32_activations = flags.GetBool("fp32-activations");
+  absl::StatusOr<std::unique_ptr<model::CausalLM>> loaded = model::LoadModel(dir, load_options);
+  if (!loaded.ok()) return Fail(loaded.status());
+  std::vector<int32_t> prompt;
+  const int32_t bos = (*loaded)->info().bos_token_id >= 0 ? (*loaded)->info().bos_token_id
+                                                          : (*tok)->bos_id();
+  if (bos >= 0) prompt.push_back(bos);
+  const std::vector<int32_t> text_ids = (*tok)->EncodeText(flags.GetString("prompt"));
+  prompt.insert(prompt.end(), text_ids.begin(), text_ids.end());
+  engine::EngineConfig config;
+  config.max_num_seqs = 1;
+  config.kv_memory_bytes = int64_t{256} << 20;
+  config.async_scheduling = !flags.GetBool("no-async-scheduling");
+  absl::StatusOr<std::unique_ptr<engine::LLM>> llm =
+      engine::LLM::Create(std::move(*loaded), config);
+  if (!llm.ok()) return Fail(llm.status());
+  engine::SamplingParams params;
+  params.max_tokens = static_cast<int>(*max_tokens);
+  params.temperature = static_cast<float>(*temperature);
+  params.top_p = static_cast<float>(*top_p);
+  params.top_k = static_cast<int>(*top_k);
+  params.ignore_eos = flags.GetBool("ignore-eos");
+  if (flags.IsSet("seed")) params.seed = static_cast<uint64_t>(*seed);
+  Stopwatch watch;
+  absl::StatusOr<std::vector<engine::GenerateOutput>> out = (*llm)->Generate({prompt}, params);
+  if (!out.ok()) return Fail(out.status());
+  const engine::SampleOutput& s = (*out)[0].samples[0];
+  std::printf("%s%s\n", flags.GetString("prompt").c_str(),
+              (*tok)->Decode(s.token_ids, /*skip_special=*/true).c_str());
+  std::fprintf(stderr, "%zu prompt tokens, %zu generated (finish: %s) in %.3f s\n", prompt.size(),
+               s.token_ids.size(), std::string(engine::FinishReasonName(s.finish)).c_str(),
+               watch.ElapsedSeconds());
+  return 0;
+}
+
+}  // namespace
+
+int RunGenerate(int argc, char** argv) {
+  FlagSet flags("generate");
+  flags.AddString("model", "", "Hugging Face model directory (config.json + *.safetensors)");
+  flags.AddString("prompt-ids", "", "comma-separated prompt token ids, e.g. 1,403,407");
+  flags.AddString("max-tokens", "16", "number of tokens to generate");
+  flags.AddBool("ignore-eos", false, "keep generating after an end-of-sequence token");
+  flags.AddBool("fp32-activations", false, "FP32 activations everywhere (debug numerics)");
+  flags.AddString("prompt", "", "prompt text (encoded with the model's tokenizer; uses the engine)");
+  flags.AddString("temperature", "0", "with --prompt: sampling temperature (0 = greedy)");
+  flags.AddString("top-p", "1", "with --prompt: nucleus sampling threshold");
+  flags.AddString("top-k", "-1", "with --prompt: keep the k most likely tokens (-1 = off)");
+  flags.AddString("seed", "0", "with --prompt: sampling seed (unset = random)");
+  flags.AddBool("no-async-scheduling", false, "with --prompt: disable async engine scheduling");
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fprintf(stdout, "%s", flags.Usage().c_str());
+      return 0;
+    }
+  }
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  if (!flags.GetString("model").empty() && !flags.GetString("prompt").empty()) {
+    return GenerateWithEngine(flags);
+  }
+  if (flags.GetString("model").empty() || flags.GetString("prompt-ids").empty()) {
+    std::fprintf(stderr, "deepinfer generate: --model and --prompt or --prompt-ids are required\n\n%s",
+                 flags.Usage().c_str());
+    return 2;
+  }
+  absl::StatusOr<std::vector<int32_t>> prompt = flags.GetIntList("prompt-ids");
+  absl::StatusOr<int64_t> max_tokens = flags.GetInt("max-tokens");
+  if (!prompt.ok() || !max_tokens.ok() || *max_tokens < 0 || prompt->empty()) {
+    std::fprintf(stderr, "deepinfer generate: %s\n",
+                 !prompt.ok()       ? std::string(prompt.status().message()).c_str()
+                 : !max_tokens.ok() ? std::string(max_tokens.status().message()).c_str()
+                                    : "--max-tokens must be >= 0 and --prompt-ids non-empty");
+    return 2;
+  }
+
+  model::LoadOptions load_options;
+  load_options.fp32_activations = flags.GetBool("fp32-activations");
+  Stopwatch load_watch;
+  absl::StatusOr<std::unique_ptr<model::CausalLM>> loaded =
+      model::LoadModel(flags.GetString("model"), load_options);
+  if (!loaded.ok()) return Fail(loaded.status());
+  model::CausalLM& lm = **loaded;
+  const model::ModelInfo& info = lm.info();
+  LOG(INFO) << "loaded " << info.architecture << " (" << info.num_parameters << " parameters, "
+            << info.weight_bytes << " bytes) in " << load_watch.ElapsedSeconds() << " s";
+
+  const int64_t total = static_cast<int64_t>(prompt->size()) + *max_tokens;
+  if (total > info.max_context) {
+    return Fail(absl::OutOfRangeError(absl::StrCat("prompt + max-tokens = ", total,
+                                                   " exceeds the model's context of ",
+                                                   info.max_context, " tokens")));
+  }
+  // One sequence: blocks 0..n-1 of a private arena.
+  const model::KvLayout& layout = lm.kv_layout();
+  const int64_t num_blocks = (total + model::kBlockTokens - 1) / model::kBlockTokens;
+  std::vector<uint8_t> arena(num_blocks * layout.BlockBytes() + layout.StateBytes() + 128);
+  uint8_t* aligned = arena.data() + (64 - reinterpret_cast<uintptr_t>(arena.data()) % 64) % 64;
+  model::KvCacheView kv;
+  kv.block_base = aligned;
+  kv.num_blocks = num_blocks;
+  if (layout.StateBytes() > 0) {
+    const int64_t state_off = (num_blocks * layout.BlockBytes() + 63) / 64 * 64;
+    kv.state_base = aligned + state_off;
+    kv.num_state_slots = 1;
+  }
+  std::vector<int32_t> block_table(num_blocks);
+  for (int64_t b = 0; b < num_blocks; ++b) block_table[b] = static_cast<int32_t>(b);
+
+  std::vector<int32_t> seq = *prompt;
+  std::vector<int32_t> generated;
+  int64_t done = 0;
+  double prefill_s = 0, decode_s = 0;
+  for (int64_t step = 0; step < *max_tokens; ++step) {
+    model::ForwardBatch batch;
+    model::SequenceChunk chunk;
+    chunk.start_pos = done;
+    chunk.tokens = std::span<const int32_t>(seq.data() + done, seq.size() - done);
+    chunk.block_table = block_table;
+    chunk.state_slot = 0;
+    chunk.logits = model::LogitsMode::kLast;
+    batch.chunks.push_back(chunk);
+    model::ForwardOutput out;
+    Stopwatch watch;
+    if (absl::Status s = lm.Forward(batch, kv, &out); !s.ok()) return Fail(s);
+    (step == 0 ? prefill_s : decode_s) += watch.ElapsedSeconds();
+    done = static_cast<int64_t>(seq.size());
+    const int32_t next = static_cast<int32_t>(
+        std::max_element(out.logits.begin(), out.logits.begin() + info.vocab_size) -
+        out.logits.begin());
+    generated.push_back(next);
+    seq.push_back(next);
+    if (!flags.GetBool("ignore-eos") &&
+        std::find(info.eos_token_ids.begin(), info.eos_token_ids.end(), next) !=
+            info.eos_token_ids.end()) {
+      break;
+    }
+  }
+  std::printf("%s\n", absl::StrJoin(generated, ",").c_str());
+  const int64_t decoded = std::max<int64_t>(static_cast<int64_t>(generated.size()) - 1, 0);
+  std::fprintf(stderr,
+               "prefill: %zu tokens in %.3f s; decode: %lld tokens in %.3f s (%.1f tok/s)\n",
+               prompt->size(), prefill_s, static_cast<long long>(decoded), decode_s,
+               decode_s > 0 ? decoded / decode_s : 0.0);
+  return 0;
+}
+
+}  // namespace deepinfer::cli

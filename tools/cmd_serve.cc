@@ -1,0 +1,206 @@
+// `deepinfer serve`: the all-in-one OpenAI-compatible server (ARCHITECTURE.md §1, §3).
+//
+//   deepinfer serve --model DIR [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
+//                   [--api-key KEY] [--kv-cache-memory 1G] [--max-num-seqs 64]
+//                   [--max-num-batched-tokens 2048] [--max-waiting-requests N]
+//
+// DEEPINFER_HF_MODEL_DIR is used when --model is absent. Loads the model and tokenizer, starts
+// the engine and the HTTP server, prints "listening on http://HOST:PORT" once ready, and shuts
+// down gracefully on SIGINT/SIGTERM: stops accepting, lets in-flight requests finish until
+// --shutdown-timeout, aborts the rest, and exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "api/openai_server.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "engine/engine.h"
+#include "http/server.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/cli_flags.h"
+#include "tools/commands.h"
+
+namespace deepinfer::cli {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "deepinfer serve: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+// "1073741824", "512M", "2G", "1.5GiB" -> bytes.
+absl::StatusOr<int64_t> ParseBytes(const std::string& flag, const std::string& text) {
+  std::string num = text;
+  double scale = 1;
+  while (!num.empty() && std::isalpha(static_cast<unsigned char>(num.back()))) num.pop_back();
+  std::string suffix = text.substr(num.size());
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix == "" || suffix == "B") {
+    scale = 1;
+  } else if (suffix == "K" || suffix == "KB" || suffix == "KIB") {
+    scale = 1024.0;
+  } else if (suffix == "M" || suffix == "MB" || suffix == "MIB") {
+    scale = 1024.0 * 1024;
+  } else if (suffix == "G" || suffix == "GB" || suffix == "GIB") {
+    scale = 1024.0 * 1024 * 1024;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", text, "' is not a size (e.g. 512M, 2G)"));
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(num, &v) || !(v > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", text, "' is not a positive size (e.g. 512M, 2G)"));
+  }
+  return static_cast<int64_t>(v * scale);
+}
+
+absl::StatusOr<int> PositiveInt(const FlagSet& flags, const char* name) {
+  ASSIGN_OR_RETURN(int64_t v, flags.GetInt(name));
+  if (v <= 0 || v > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " must be a positive integer"));
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+int RunServe(int argc, char** argv) {
+  FlagSet flags("serve");
+  flags.AddString("model", "", "Hugging Face model directory (default: $DEEPINFER_HF_MODEL_DIR)");
+  flags.AddString("host", "127.0.0.1", "address to listen on");
+  flags.AddString("port", "8000", "TCP port (0 = pick a free one)");
+  flags.AddString("served-model-name", "", "model id clients use (default: the directory name)");
+  flags.AddString("api-key", "", "require 'Authorization: Bearer KEY' on /v1/* routes");
+  flags.AddString("kv-cache-memory", "1G", "bytes for the KV cache (e.g. 512M, 4G)");
+  flags.AddString("max-num-seqs", "64", "maximum sequences running at once");
+  flags.AddString("max-num-batched-tokens", "2048", "token budget per engine step");
+  flags.AddString("max-waiting-requests", "4096",
+                  "requests queued beyond this get HTTP 429 (engine overloaded)");
+  flags.AddString("max-body-bytes", "33554432", "largest request body accepted (bigger: 413)");
+  flags.AddString("max-connections", "1024", "open connections accepted at once (more: 503)");
+  flags.AddString("shutdown-timeout", "10", "seconds in-flight requests get on SIGINT/SIGTERM");
+  flags.AddBool("async-scheduling", true, "overlap engine planning with the forward");
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fprintf(stdout, "%s", flags.Usage().c_str());
+      return 0;
+    }
+  }
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  std::string model_dir = flags.GetString("model");
+  if (model_dir.empty()) model_dir = Env().hf_model_dir;
+  if (model_dir.empty()) {
+    std::fprintf(stderr, "deepinfer serve: --model (or DEEPINFER_HF_MODEL_DIR) is required\n\n%s",
+                 flags.Usage().c_str());
+    return 2;
+  }
+  std::string served_name = flags.GetString("served-model-name");
+  if (served_name.empty()) {
+    std::string trimmed = model_dir;
+    while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+    served_name = trimmed.substr(trimmed.find_last_of('/') + 1);
+  }
+
+  engine::EngineConfig engine_config;
+  http::HttpServerConfig http_config;
+  int64_t shutdown_timeout_s = 10;
+  {
+    absl::StatusOr<int64_t> kv = ParseBytes("kv-cache-memory", flags.GetString("kv-cache-memory"));
+    absl::StatusOr<int> seqs = PositiveInt(flags, "max-num-seqs");
+    absl::StatusOr<int> batched = PositiveInt(flags, "max-num-batched-tokens");
+    absl::StatusOr<int> waiting = PositiveInt(flags, "max-waiting-requests");
+    absl::StatusOr<int> body = PositiveInt(flags, "max-body-bytes");
+    absl::StatusOr<int> conns = PositiveInt(flags, "max-connections");
+    absl::StatusOr<int64_t> port = flags.GetInt("port");
+    absl::StatusOr<int64_t> timeout = flags.GetInt("shutdown-timeout");
+    for (const absl::Status& s : {kv.status(), seqs.status(), batched.status(), waiting.status(),
+                                  body.status(), conns.status(), port.status(), timeout.status()}) {
+      if (!s.ok()) {
+        std::fprintf(stderr, "deepinfer serve: %s\n", std::string(s.message()).c_str());
+        return 2;
+      }
+    }
+    engine_config.kv_memory_bytes = *kv;
+    engine_config.max_num_seqs = *seqs;
+    engine_config.max_num_batched_tokens = *batched;
+    engine_config.max_waiting_requests = *waiting;
+    engine_config.async_scheduling = flags.GetBool("async-scheduling");
+    http_config.host = flags.GetString("host");
+    http_config.port = static_cast<int>(*port);
+    http_config.max_body_bytes = *body;
+    http_config.max_connections = *conns;
+    http_config.error_body = &api::ApiServer::TransportErrorBody;
+    shutdown_timeout_s = std::max<int64_t>(0, *timeout);
+  }
+
+  // Block SIGINT/SIGTERM in every thread (they inherit the mask); the main thread waits for them
+  // with sigwait below, so no handler runs in an arbitrary thread. SIGPIPE: a client that
+  // vanished must not kill the server (writes report EPIPE instead).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Stopwatch load_watch;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromDirectory(model_dir);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  absl::StatusOr<std::unique_ptr<model::CausalLM>> model = model::LoadModel(model_dir);
+  if (!model.ok()) return Fail(model.status());
+  const model::ModelInfo info = (*model)->info();
+  LOG(INFO) << "loaded " << info.architecture << " from " << model_dir << " ("
+            << info.num_parameters << " parameters, context " << info.max_context << ") in "
+            << load_watch.ElapsedSeconds() << " s";
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(*std::move(model), engine_config);
+  if (!engine.ok()) return Fail(engine.status());
+
+  api::ApiServerOptions api_options;
+  api_options.served_model_name = served_name;
+  api_options.api_key = flags.GetString("api-key");
+  api::ApiServer api_server(engine->get(), tokenizer->get(), api_options);
+  if (!api_server.chat_unavailable_reason().empty()) {
+    LOG(WARNING) << api_server.chat_unavailable_reason();
+  }
+  absl::StatusOr<std::unique_ptr<http::HttpServer>> server = http::HttpServer::Start(
+      http_config, [&api_server](const http::HttpRequest& req, http::ResponseWriter& w) {
+        api_server.Handle(req, w);
+      });
+  if (!server.ok()) return Fail(server.status());
+  const engine::EngineStats stats = (*engine)->Stats();
+  LOG(INFO) << "serving model '" << served_name << "' with " << stats.kv_blocks_total
+            << " KV blocks (" << stats.kv_blocks_total * model::kBlockTokens << " tokens)";
+  std::fprintf(stdout, "deepinfer serve: listening on http://%s:%d (model '%s')\n",
+               http_config.host.c_str(), (*server)->port(), served_name.c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  LOG(INFO) << "received " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": shutting down (up to "
+            << shutdown_timeout_s << " s for in-flight requests)";
+  api_server.SetShuttingDown();
+  // In-flight handlers finish within the deadline; after it their sockets are shut down, the
+  // handlers see the client gone and abort their engine requests.
+  (*server)->Shutdown(shutdown_timeout_s * 1000);
+  (*engine)->Shutdown(0);
+  LOG(INFO) << "shut down cleanly";
+  return 0;
+}
+
+}  // namespace deepinfer::cli
