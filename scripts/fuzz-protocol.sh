@@ -9,6 +9,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${FUZZ_OUT:-$ROOT/build-fuzz-protocol}"
 SECONDS_TO_RUN="${1:-600}"
 CXX="${CXX_FUZZ:-clang++-14}"
+bash "$ROOT/scripts/install-deps.sh" --fuzz
 mkdir -p "$OUT"
 SRCS=(
   "$ROOT/src/protocol/fuzz/protocol_fuzzer.cc"

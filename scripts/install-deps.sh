@@ -18,7 +18,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(cmake ninja-build g++ pkg-config libabsl-dev libboost-dev nlohmann-json3-dev
-  libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev)
+  libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev)
+# Only for scripts/fuzz-protocol.sh (libFuzzer + ASan/UBSan runtime): `install-deps.sh --fuzz`.
+if [ "${1:-}" = "--fuzz" ]; then DEBIAN_PACKAGES+=(clang-14 libclang-rt-14-dev); fi
 
 missing=()
 for p in "${DEBIAN_PACKAGES[@]}"; do

@@ -446,6 +446,9 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body) 
   std::optional<int64_t> lp;
   RETURN_IF_ERROR(GetInt(obj, "logprobs", 0, 20, &lp));
   if (lp) req.logprobs = static_cast<int>(*lp);
+  std::optional<int64_t> plp;
+  RETURN_IF_ERROR(GetInt(obj, "prompt_logprobs", 0, 20, &plp));
+  if (plp) req.prompt_logprobs = static_cast<int>(*plp);
   RETURN_IF_ERROR(ParseSampling(obj, &req.sampling));
   if (const Json* suffix = Field(obj, "suffix")) {
     if (!suffix->is_string()) return WrongType("suffix", "a string");
@@ -580,6 +583,7 @@ nlohmann::ordered_json CompletionJson(const std::string& id, int64_t created,
          {"logprobs", c.logprobs ? *c.logprobs : nlohmann::ordered_json()},
          {"finish_reason", c.finish_reason.empty() ? nlohmann::ordered_json()
                                                    : nlohmann::ordered_json(c.finish_reason)}});
+    if (c.prompt_logprobs) out_choices.back()["prompt_logprobs"] = *c.prompt_logprobs;
   }
   nlohmann::ordered_json out = {
       {"id", id},       {"object", "text_completion"},       {"created", created},

@@ -66,6 +66,10 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_ids;
   bool echo = false;
   std::optional<int> logprobs;  // [0, 20]
+  // vLLM extension: log-probabilities of the prompt tokens with K alternatives ([0, 20]),
+  // returned per choice as "prompt_logprobs": [null, {"<id>": {"logprob", "rank",
+  // "decoded_token"}, ...}, ...].
+  std::optional<int> prompt_logprobs;
   SamplingFields sampling;
 };
 
@@ -143,6 +147,7 @@ struct CompletionChoiceOut {
   std::string text;
   std::string finish_reason;  // "" = null (stream chunks before the end)
   std::optional<nlohmann::ordered_json> logprobs;
+  std::optional<nlohmann::ordered_json> prompt_logprobs;  // vLLM extension, when requested
 };
 nlohmann::ordered_json CompletionJson(const std::string& id, int64_t created,
                                       const std::string& model,

@@ -10,7 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
+#include "api/messages_codec.h"
 #include "api/openai_codec.h"
+#include "api/responses_codec.h"
 #include "api/stop_matcher.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -154,6 +156,9 @@ struct ApiServer::Impl {
 
   void Route(const http::HttpRequest& req, RecordingWriter& w);
   void HandleChat(const http::HttpRequest& req, RecordingWriter& w);
+  // /v1/responses, /v1/messages, /v1/messages/count_tokens (the codecs over the same protocol).
+  enum class CodecApi { kResponses, kMessages, kCountTokens };
+  void HandleCodec(const http::HttpRequest& req, RecordingWriter& w, CodecApi api);
   void HandleCompletion(const http::HttpRequest& req, RecordingWriter& w);
   void HandleTokenize(const http::HttpRequest& req, RecordingWriter& w);
   void HandleDetokenize(const http::HttpRequest& req, RecordingWriter& w);
@@ -278,17 +283,29 @@ void ApiServer::Impl::Route(const http::HttpRequest& req, RecordingWriter& w) {
   }
   bool api_route = p == "/v1/chat/completions" || p == "/v1/completions" || p == "/v1/models" ||
                    absl::StartsWith(AbslView(p), "/v1/models/") || p == "/tokenize" ||
-                   p == "/detokenize";
+                   p == "/detokenize" || p == "/v1/responses" || p == "/v1/messages" ||
+                   p == "/v1/messages/count_tokens";
   if (!api_route) {
     SendError(w, absl::NotFoundError(absl::StrCat("Invalid URL (", req.method, " ", p, ")")));
     return;
   }
   if (absl::Status auth = CheckAuth(req); !auth.ok()) {
+    if (absl::StartsWith(AbslView(p), "/v1/messages")) {
+      w.Send(AnthropicErrorInfoFor(auth.code()).http_status, "application/json",
+             AnthropicErrorJson(auth), {});
+      return;
+    }
     SendError(w, auth);
     return;
   }
   if (p == "/v1/chat/completions") {
     if (method_is("POST")) HandleChat(req, w);
+  } else if (p == "/v1/responses") {
+    if (method_is("POST")) HandleCodec(req, w, CodecApi::kResponses);
+  } else if (p == "/v1/messages") {
+    if (method_is("POST")) HandleCodec(req, w, CodecApi::kMessages);
+  } else if (p == "/v1/messages/count_tokens") {
+    if (method_is("POST")) HandleCodec(req, w, CodecApi::kCountTokens);
   } else if (p == "/v1/completions") {
     if (method_is("POST")) HandleCompletion(req, w);
   } else if (p == "/tokenize") {
@@ -304,6 +321,8 @@ absl::Status ApiServer::Impl::CheckAuth(const http::HttpRequest& req) const {
   const std::string& key = s->options_.api_key;
   if (key.empty()) return absl::OkStatus();
   std::string auth = req.Header("authorization");
+  // Anthropic clients send the key as `x-api-key`.
+  if (auth.empty() && !req.Header("x-api-key").empty()) auth = "Bearer " + req.Header("x-api-key");
   if (auth.empty()) {
     return WithErrorCode(
         absl::UnauthenticatedError("You didn't provide an API key. You need to provide your API "
@@ -789,6 +808,35 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
     params->logprobs = *req.logprobs;
     if (req.echo) params->prompt_logprobs = *req.logprobs;
   }
+  if (req.prompt_logprobs) {
+    params->prompt_logprobs = std::max(params->prompt_logprobs, *req.prompt_logprobs);
+  }
+  // vLLM-style prompt_logprobs of the prompt tokens, filled from the first engine message.
+  std::optional<OJson> prompt_lp_json;
+  auto build_prompt_lp = [&](const std::vector<engine::TokenLogprob>& pl,
+                             const std::vector<int32_t>& ids) {
+    OJson arr = OJson::array();
+    arr.push_back(nullptr);
+    for (size_t i = 1; i < ids.size(); ++i) {
+      OJson entry = OJson::object();
+      if (i - 1 < pl.size()) {
+        const engine::TokenLogprob& t = pl[i - 1];
+        auto piece = [&](int32_t tid) { return s->tokenizer_->Decode(std::span<const int32_t>(&tid, 1)); };
+        entry[std::to_string(t.token_id)] = {{"logprob", t.logprob}, {"rank", t.rank},
+                                             {"decoded_token", piece(t.token_id)}};
+        int rank = 1;
+        for (const auto& [tid, lp] : t.top) {
+          if (rank > *req.prompt_logprobs) break;
+          if (!entry.contains(std::to_string(tid))) {
+            entry[std::to_string(tid)] = {{"logprob", lp}, {"rank", rank}, {"decoded_token", piece(tid)}};
+          }
+          ++rank;
+        }
+      }
+      arr.push_back(std::move(entry));
+    }
+    return arr;
+  };
   if (absl::Status st = params->Validate(); !st.ok()) return SendError(w, st);
 
   const std::string id = RandomId("cmpl-");
@@ -862,6 +910,9 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
     Sample& smp = samples[o.sample_index];
     if (smp.done) return true;
     std::string new_text;
+    if (req.prompt_logprobs && !prompt_lp_json && !o.prompt_logprobs.empty()) {
+      prompt_lp_json = build_prompt_lp(o.prompt_logprobs, prompt_ids);
+    }
     if (req.echo && !smp.echoed) {
       smp.echoed = true;
       new_text = prompt_text;
@@ -943,6 +994,7 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
     c.text = samples[i].text;
     c.finish_reason = samples[i].finish_reason.empty() ? "stop" : samples[i].finish_reason;
     if (req.logprobs) c.logprobs = CompletionLogprobsJson(samples[i].logprobs);
+    if (req.prompt_logprobs) c.prompt_logprobs = prompt_lp_json.value_or(OJson::array({nullptr}));
     choices.push_back(std::move(c));
   }
   SendJson(w, 200, CompletionJson(id, created, model, choices, usage));
@@ -1048,6 +1100,206 @@ void ApiServer::Impl::HandleMetrics(RecordingWriter& w) {
                                              static_cast<double>(st.kv_blocks_total)
                                        : 0.0);
   w.Send(200, http::MetricsRegistry::kContentType, s->metrics_.RenderText(), {});
+}
+
+// --- /v1/responses, /v1/messages, /v1/messages/count_tokens -------------------------------------
+// Both APIs are codecs (api/responses_codec.h, api/messages_codec.h) over the same conversation
+// model, prompt encoder and output parser as /v1/chat/completions; only the wire format differs.
+
+void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter& w, CodecApi api) {
+  const bool anthropic = api != CodecApi::kResponses;
+  auto fail = [&](const absl::Status& st) {
+    if (!anthropic) return SendError(w, st);
+    LOG(INFO) << "request rejected: " << st.message();
+    w.Send(AnthropicErrorInfoFor(st.code()).http_status, "application/json", AnthropicErrorJson(st),
+           {});
+  };
+  std::optional<ResponsesRequest> rreq;
+  std::optional<MessagesRequest> mreq;
+  protocol::Conversation* conv = nullptr;
+  SamplingFields* sampling = nullptr;
+  std::string model_name;
+  std::optional<bool> thinking_opt;
+  std::string effort_name;
+  if (!anthropic) {
+    absl::StatusOr<ResponsesRequest> p = ParseResponsesRequest(hreq.body);
+    if (!p.ok()) return fail(p.status());
+    rreq = *std::move(p);
+    conv = &rreq->conversation;
+    sampling = &rreq->sampling;
+    model_name = rreq->model;
+    thinking_opt = rreq->thinking;
+    effort_name = rreq->reasoning_effort;
+  } else {
+    absl::StatusOr<MessagesRequest> p =
+        ParseMessagesRequest(hreq.body, api == CodecApi::kCountTokens);
+    if (!p.ok()) return fail(p.status());
+    mreq = *std::move(p);
+    conv = &mreq->conversation;
+    sampling = &mreq->sampling;
+    model_name = mreq->model;
+    thinking_opt = mreq->thinking;
+    effort_name = mreq->reasoning_effort;
+  }
+  if (absl::Status st = CheckModel(model_name); !st.ok()) return fail(st);
+  if (!s->family_) return fail(absl::FailedPreconditionError(s->chat_unavailable_));
+  if (conv->response_format) {
+    return fail(WithParam(absl::UnimplementedError("text.format is not supported yet on "
+                                                   "/v1/responses; use /v1/chat/completions"),
+                          "text.format"));
+  }
+  protocol::EncodeOptions options;
+  options.family = *s->family_;
+  options.thinking = thinking_opt.value_or(true);
+  if (!effort_name.empty()) {
+    absl::StatusOr<protocol::ReasoningEffort> effort =
+        protocol::ReasoningEffort::Parse(effort_name);
+    if (!effort.ok()) {
+      return fail(
+          WithParam(effort.status(), anthropic ? "output_config.effort" : "reasoning.effort"));
+    }
+    options.effort = *effort;
+  }
+  absl::StatusOr<protocol::EncodedPrompt> encoded = protocol::EncodePrompt(*conv, options);
+  if (!encoded.ok()) return fail(encoded.status());
+  absl::StatusOr<std::vector<int32_t>> ids = protocol::PromptToIds(*encoded, *s->tokenizer_);
+  if (!ids.ok()) {
+    return fail(absl::InternalError(
+        absl::StrCat("cannot tokenize the chat template: ", ids.status().message())));
+  }
+  if (api == CodecApi::kCountTokens) {
+    SendJson(w, 200, OJson{{"input_tokens", ids->size()}});
+    return;
+  }
+  absl::StatusOr<engine::SamplingParams> params = BuildParams(
+      *sampling, static_cast<int64_t>(ids->size()), anthropic ? "messages" : "input", 0);
+  if (!params.ok()) return fail(params.status());
+  if (absl::Status st = params->Validate(); !st.ok()) return fail(st);
+
+  const std::string id = RandomId(anthropic ? "msg_" : "resp_");
+  const std::string model = ModelName(model_name);
+  const bool stream_mode = sampling->stream;
+  const size_t prompt_len = ids->size();
+  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
+      Submit({id, *std::move(ids), *params});
+  if (!stream.ok()) return fail(stream.status());
+
+  protocol::OutputParserOptions parser_options;
+  parser_options.start = encoded->start;
+  parser_options.forced_tool_name = encoded->forced_tool_name;
+  parser_options.stop = sampling->stop;
+  std::vector<std::string> declared;
+  for (const protocol::ToolDefinition& t : conv->tools) declared.push_back(t.name);
+  parser_options.declared_tools = declared;
+  if (anthropic) {
+    parser_options.make_tool_call_id = [](int) { return RandomId("toolu_"); };
+  }
+  protocol::OutputParser parser(s->tokenizer_, *s->markers_, parser_options);
+
+  std::optional<ResponsesEncoder> renc;
+  std::optional<MessagesEncoder> menc;
+  if (anthropic) {
+    menc.emplace(MessageMeta{id, model, static_cast<int64_t>(prompt_len), 0});
+  } else {
+    renc.emplace(ResponseMeta{id, UnixSeconds(), model, &*rreq});
+  }
+  auto write_all = [&](const std::vector<OJson>& events) {
+    if (!stream_mode) return true;
+    for (const OJson& e : events) {
+      if (!w.WriteChunk(anthropic ? MessagesSseEvent(e) : ResponsesSseEvent(e))) return false;
+    }
+    return true;
+  };
+
+  RequestRecord record;
+  record.id = id;
+  record.route = anthropic ? "messages" : "responses";
+  absl::Status engine_error;
+  bool done = false;
+  bool in_reasoning = encoded->start == protocol::ParserStart::kReasoning;
+  int64_t reasoning_tokens = 0;
+
+  if (stream_mode) {
+    if (!w.BeginStream(200, "text/event-stream")) {
+      s->engine_->Abort(id);
+      return;
+    }
+  }
+  std::vector<OJson> start = anthropic ? menc->Start() : renc->Start();
+  if (anthropic) start.push_back(OJson{{"type", "ping"}});
+  if (!write_all(start)) {
+    s->engine_->Abort(id);
+    w.set_status(499);
+    return Finish(record, 499);
+  }
+
+  auto on_output = [&](StepOutput& o) -> bool {
+    record.Observe(o);
+    if (done) return true;
+    std::vector<protocol::OutputEvent> events = parser.Feed(o.token_ids);
+    if (in_reasoning) {
+      reasoning_tokens += static_cast<int64_t>(o.token_ids.size());
+      for (const auto& e : events) {
+        if (e.type != protocol::OutputEvent::Type::kReasoningDelta) in_reasoning = false;
+      }
+    }
+    if (o.finish) {
+      if (*o.finish == engine::FinishReason::kError) {
+        engine_error = o.error.ok() ? absl::InternalError("generation failed") : o.error;
+      } else if (!parser.finished()) {
+        std::vector<protocol::OutputEvent> tail = parser.Finish(StreamEndFor(*o.finish));
+        events.insert(events.end(), tail.begin(), tail.end());
+      }
+      done = true;
+    }
+    if (parser.finished()) done = true;
+    for (const protocol::OutputEvent& e : protocol::CoalesceEvents(events)) {
+      if (!write_all(anthropic ? menc->OnEvent(e) : renc->OnEvent(e))) return false;
+    }
+    return true;
+  };
+  PumpEnd end = Pump(**stream, w, on_output, [&] { return done; });
+  record.prompt_tokens = static_cast<int64_t>(prompt_len);
+  if (end == PumpEnd::kClientGone) {
+    w.set_status(499);
+    return Finish(record, 499);
+  }
+  if (!engine_error.ok()) {
+    if (stream_mode) {
+      const std::string body =
+          anthropic ? AnthropicErrorJson(engine_error) : OpenAiErrorJson(engine_error);
+      w.WriteChunk(absl::StrCat("event: error\ndata: ", body, "\n\n"));
+      w.EndStream();
+      w.set_status(anthropic ? AnthropicErrorInfoFor(engine_error.code()).http_status
+                             : ErrorInfoFor(engine_error.code()).http_status);
+    } else {
+      fail(engine_error);
+    }
+    return Finish(record, w.status());
+  }
+  Usage usage;
+  usage.prompt_tokens = record.prompt_tokens;
+  usage.cached_tokens = record.cached_tokens;
+  usage.completion_tokens = record.generated_tokens;
+  usage.reasoning_tokens = reasoning_tokens;
+  std::vector<OJson> tail =
+      anthropic ? menc->Complete(usage.completion_tokens) : renc->Complete(usage);
+  if (stream_mode) {
+    write_all(tail);
+    w.EndStream();
+    return Finish(record, w.status());
+  }
+  if (anthropic) {
+    absl::StatusOr<OJson> message = menc->Message();
+    if (!message.ok()) {
+      fail(message.status());
+      return Finish(record, w.status());
+    }
+    SendJson(w, 200, *message);
+  } else {
+    SendJson(w, 200, renc->Response());
+  }
+  Finish(record, 200);
 }
 
 }  // namespace deepinfer::api

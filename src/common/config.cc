@@ -65,6 +65,7 @@ const std::vector<EnvVarDoc>& EnvVarDocs() {
       {"DEEPINFER_NUM_THREADS", "0", "kernel threads (0 = all cores)"},
       {"DEEPINFER_FORCE_ISA", "auto", "auto|scalar|avx2|avx512: cap the CPU kernel instruction set"},
       {"DEEPINFER_LOG_LEVEL", "info", "debug|info|warning|error"},
+      {"DEEPINFER_SHARED_DIR", "", "tests only: path to the shared/ folder of models and goldens"},
   };
   return *docs;
 }
@@ -115,6 +116,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
       auto v = ParseLogLevel(std::string_view(value));
       if (!v.ok()) return BadValue(name, value, "debug, info, warning or error");
       c.log_level = *v;
+    } else if (name == "DEEPINFER_SHARED_DIR") {
+      // Read by tests (and the e2e harness) directly; accepted here so it does not warn.
     } else if (warnings != nullptr) {
       warnings->push_back(absl::StrCat("unknown environment variable ", name,
                                        " (not a deepinfer setting; typo?)"));

@@ -12,6 +12,7 @@
 //   DEEPINFER_NUM_THREADS                  kernel threads, 0 = all cores (0)
 //   DEEPINFER_FORCE_ISA                    auto|scalar|avx2|avx512: cap the CPU kernel ISA (auto)
 //   DEEPINFER_LOG_LEVEL                    debug|info|warning|error (info)
+//   DEEPINFER_SHARED_DIR                   tests only: path to ../shared (models, goldens)
 // A DEEPINFER_* variable not in this list produces a warning (likely a typo); a bad value is an
 // InvalidArgument naming the variable, the value and what is accepted.
 #ifndef DEEPINFER_COMMON_CONFIG_H_

@@ -230,12 +230,40 @@ void Softmax(float* x, int64_t rows, int64_t n) {
   if (UseAvx2()) return avx2::Softmax(x, rows, n);
   ref::Softmax(x, rows, n);
 }
+// Elementwise ops run their AVX2 code on every element, including a tail shorter than one
+// vector (padded into an 8-lane buffer): an element's result must not depend on whether it
+// happens to fall in the tail, i.e. on the batch size (batch invariance, ops.h).
+namespace {
+constexpr int64_t kLanes = 8;
+}  // namespace
+
 void Silu(float* x, int64_t n) {
-  if (UseAvx2()) return avx2::Silu(x, n);
+  if (UseAvx2()) {
+    const int64_t main = n / kLanes * kLanes;
+    avx2::Silu(x, main);
+    if (main < n) {
+      float tmp[kLanes] = {};
+      std::copy(x + main, x + n, tmp);
+      avx2::Silu(tmp, kLanes);
+      std::copy(tmp, tmp + (n - main), x + main);
+    }
+    return;
+  }
   ref::Silu(x, n);
 }
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n, float limit) {
-  if (UseAvx2()) return avx2::SwiGlu(gate, up, out, n, limit);
+  if (UseAvx2()) {
+    const int64_t main = n / kLanes * kLanes;
+    avx2::SwiGlu(gate, up, out, main, limit);
+    if (main < n) {
+      float g[kLanes] = {}, u[kLanes] = {}, o[kLanes];
+      std::copy(gate + main, gate + n, g);
+      std::copy(up + main, up + n, u);
+      avx2::SwiGlu(g, u, o, kLanes, limit);
+      std::copy(o, o + (n - main), out + main);
+    }
+    return;
+  }
   ref::SwiGlu(gate, up, out, n, limit);
 }
 
@@ -248,7 +276,18 @@ void Scale(float* x, float s, int64_t n) {
   ref::Scale(x, s, n);
 }
 void Axpy(float a, const float* x, float* y, int64_t n) {
-  if (UseAvx2()) return avx2::Axpy(a, x, y, n);
+  if (UseAvx2()) {
+    const int64_t main = n / kLanes * kLanes;
+    avx2::Axpy(a, x, y, main);
+    if (main < n) {
+      float xt[kLanes] = {}, yt[kLanes] = {};
+      std::copy(x + main, x + n, xt);
+      std::copy(y + main, y + n, yt);
+      avx2::Axpy(a, xt, yt, kLanes);
+      std::copy(yt, yt + (n - main), y + main);
+    }
+    return;
+  }
   ref::Axpy(a, x, y, n);
 }
 

@@ -2,6 +2,8 @@
 // goldens in its golden/ folder (float64 numpy forward + llama2.c's own test_all.py output).
 #include "model/llama.h"
 
+#include "common/config.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -288,7 +290,16 @@ TEST_F(LlamaStoriesTest, ChunkingInvariance) {
 }
 
 TEST_F(LlamaStoriesTest, BatchIndependence) {
-  // Two sequences in one batch (one prefill, one decode) give the same logits as alone.
+  // Two sequences in one batch (one prefill, one decode) give the same logits as alone:
+  // bitwise under DEEPINFER_BATCH_INVARIANT=1 (model.h contract).
+  EnvConfig saved = Env();
+  EnvConfig invariant = saved;
+  invariant.batch_invariant = true;
+  SetEnvConfigForTesting(invariant);
+  struct Restore {
+    EnvConfig c;
+    ~Restore() { SetEnvConfigForTesting(c); }
+  } restore{saved};
   const std::vector<int32_t> a = {1, 403, 407, 261, 378};
   const std::vector<int32_t> b = {1, 317, 269, 368};
   const int64_t vocab = model_->info().vocab_size;

@@ -101,6 +101,24 @@ describe('completions on stories260K', { skip }, () => {
     assert.ok(lp.token_logprobs.slice(1).every((v) => v <= 0));
   });
 
+  test('prompt_logprobs (vLLM extension) agrees with echo logprobs', async () => {
+    const body = { model: 'stories260K', prompt: golden.prompt, max_tokens: 1, temperature: 0,
+                   echo: true, logprobs: 2, prompt_logprobs: 2 };
+    const r = await client.completions.create(body);
+    const c = r.choices[0];
+    const plp = c.prompt_logprobs;
+    const n = golden.prompt_ids.length;
+    assert.equal(plp.length, n);
+    assert.equal(plp[0], null);
+    for (let i = 1; i < n; ++i) {
+      const id = String(golden.prompt_ids[i]);
+      assert.ok(id in plp[i], `prompt token ${id} present at position ${i}`);
+      // The echoed logprobs of the same prompt token are the same number.
+      assert.ok(Math.abs(plp[i][id].logprob - c.logprobs.token_logprobs[i]) < 1e-5);
+      assert.ok(plp[i][id].rank >= 1);
+    }
+  });
+
   test('stop string cuts the text before its first occurrence', async () => {
     const cut = expected.indexOf(' Lily');
     assert.ok(cut > 0, 'golden text contains the stop string');

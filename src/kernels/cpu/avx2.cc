@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "common/config.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/formats.h"
 
@@ -541,11 +542,13 @@ size_t AlignUp(size_t v) { return (v + 63) / 64 * 64; }
 
 // Per-thread scratch bytes of one Linear call.
 size_t PerThreadBytes(int64_t M, const WeightView& w) {
-  if (M > kStreamMaxM) return AlignUp(kPerThreadBytes);
+  // Packed path (M > kStreamMaxM) and, in batch-invariant mode, the streaming path in groups of
+  // kStreamMaxM rows: reserve what either needs.
+  size_t bytes = M > kStreamMaxM ? AlignUp(kPerThreadBytes) : 0;
   if (w.dtype == WeightDType::kFP8Block && w.scale_dtype == ScaleDType::kE8M0) {
-    return AlignUp(static_cast<size_t>(kStreamMaxM * w.cols) * sizeof(float));
+    bytes = std::max(bytes, AlignUp(static_cast<size_t>(kStreamMaxM * w.cols) * sizeof(float)));
   }
-  return 0;
+  return bytes;
 }
 
 template <class Row>
@@ -554,6 +557,7 @@ void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& 
   const int64_t N = w.rows;
   const int threads = pool != nullptr && N > kAlignN ? pool->num_threads() : 1;
   const size_t per_thread = PerThreadBytes(M, w);
+  const bool batch_invariant = Env().batch_invariant;
   auto run = [&](int64_t n0, int64_t n1) {
     // Each range gets its own scratch slot: its index within the static partition.
     int slot = 0;
@@ -564,12 +568,24 @@ void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& 
       }
     }
     float* scratch = reinterpret_cast<float*>(thread_scratch + slot * per_thread);
-    if (M > kStreamMaxM) {
+    if (M > kStreamMaxM && !batch_invariant) {
       PackedRows<Row>(x, x_stride, M, w, n0, n1, bias, y, y_stride, scratch);
-    } else if (std::is_same_v<Row, Fp8Row> && w.scale_dtype == ScaleDType::kE8M0) {
-      StreamFp8(x, x_stride, M, w, n0, n1, bias, y, y_stride, scratch);
-    } else {
-      StreamRows<Row>(x, x_stride, M, w, n0, n1, bias, y, y_stride);
+      return;
+    }
+    // Streaming kernel, up to kStreamMaxM rows at a time (DEEPINFER_BATCH_INVARIANT=1 takes this
+    // path for every M).
+    // Batch-invariant mode streams one row at a time, so a row's arithmetic can never depend
+    // on which rows share its group.
+    const int64_t group = batch_invariant ? 1 : kStreamMaxM;
+    for (int64_t m0 = 0; m0 < M; m0 += group) {
+      const int64_t mc = std::min(group, M - m0);
+      const float* xm = x + m0 * x_stride;
+      float* ym = y + m0 * y_stride;
+      if (std::is_same_v<Row, Fp8Row> && w.scale_dtype == ScaleDType::kE8M0) {
+        StreamFp8(xm, x_stride, mc, w, n0, n1, bias, ym, y_stride, scratch);
+      } else {
+        StreamRows<Row>(xm, x_stride, mc, w, n0, n1, bias, ym, y_stride);
+      }
     }
   };
   if (threads > 1) {
