@@ -1,6 +1,8 @@
 // Python-compatible JSON (see py_json.h; shared/spec/protocol.md §1.7).
 #include "protocol/py_json.h"
 
+#include "common/utf8.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -118,21 +120,7 @@ size_t ValidUtf8SeqLen(std::string_view s, size_t i) {
 }
 
 void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
+  AppendUtf8CodePoint(cp, out);
 }
 
 }  // namespace

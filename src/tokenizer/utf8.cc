@@ -1,5 +1,7 @@
 #include "tokenizer/utf8.h"
 
+#include "common/utf8.h"
+
 namespace deepinfer::tokenizer_internal {
 
 namespace {
@@ -70,21 +72,7 @@ size_t AppendUtf8Lossy(std::string_view in, bool final, std::string* out) {
 }
 
 void AppendCodePoint(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
+  AppendUtf8CodePoint(cp, out);
 }
 
 }  // namespace deepinfer::tokenizer_internal
