@@ -1,6 +1,8 @@
 #include "tools/cli_flags.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -41,6 +43,20 @@ void FlagSet::AddBool(const std::string& name, bool default_value, const std::st
   order_.push_back(name);
 }
 
+std::optional<int> FlagSet::ParseCommandLine(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fprintf(stdout, "%s", Usage().c_str());
+      return 0;
+    }
+  }
+  if (absl::Status s = Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), Usage().c_str());
+    return 2;
+  }
+  return std::nullopt;
+}
+
 absl::Status FlagSet::Parse(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
@@ -72,10 +88,10 @@ absl::Status FlagSet::Parse(int argc, char** argv) {
         size_t d = EditDistance(n, name);
         if (d < best_d) best_d = d, best = n;
       }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "deepinfer ", command_, ": unknown flag --", name,
-          best.empty() ? "" : absl::StrCat(" (did you mean --", best, "?)"),
-          "; see deepinfer ", command_, " --help"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("deepinfer ", command_, ": unknown flag --", name,
+                       best.empty() ? "" : absl::StrCat(" (did you mean --", best, "?)"),
+                       "; see deepinfer ", command_, " --help"));
     }
     Flag& f = it->second;
     if (f.is_bool) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,12 +21,18 @@ class FlagSet {
   explicit FlagSet(std::string command) : command_(std::move(command)) {}
 
   // Declares a flag taking a value. `default_value` is text; "" means unset.
-  void AddString(const std::string& name, const std::string& default_value, const std::string& help);
+  void AddString(const std::string& name, const std::string& default_value,
+                 const std::string& help);
   // Declares a boolean flag: `--name` sets it, `--no-name` or `--name=false` clears it.
   void AddBool(const std::string& name, bool default_value, const std::string& help);
 
   // Parses argv[0..argc) (not including the program and command names).
   absl::Status Parse(int argc, char** argv);
+
+  // What every command does with its argv: `--help`/`-h` prints Usage() to stdout and yields
+  // exit code 0; a parse error prints the message and Usage() to stderr and yields 2; a good
+  // command line yields nullopt (go on).
+  std::optional<int> ParseCommandLine(int argc, char** argv);
 
   // Typed accessors; errors name the flag and the bad value.
   std::string GetString(const std::string& name) const;

@@ -10,7 +10,6 @@
 // Each batch size is run once after one untimed warm-up request.
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,16 +42,7 @@ int RunBench(int argc, char** argv) {
   flags.AddString("kv-memory-mb", "1024", "KV cache budget in MiB (blocks + state slots)");
   flags.AddString("max-num-batched-tokens", "2048", "token budget per engine step");
   flags.AddBool("no-async-scheduling", false, "plan the next step only after the current one");
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fprintf(stdout, "%s", flags.Usage().c_str());
-      return 0;
-    }
-  }
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
-    return 2;
-  }
+  if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   absl::StatusOr<int64_t> prompt_len = flags.GetInt("prompt-len");
   absl::StatusOr<int64_t> output_len = flags.GetInt("output-len");
   absl::StatusOr<int64_t> kv_mb = flags.GetInt("kv-memory-mb");

@@ -4,18 +4,25 @@
 //   deepinfer generate --model DIR --prompt "Once upon a time" [--temperature 0.8 --seed 1]
 // With --prompt the text is encoded by the model's tokenizer (BOS added when the model has one)
 // and generated through the engine (continuous batching, sampler); the text is printed.
-// prints the generated ids, comma-separated, on stdout (timings on stderr). Token ids in and
-// out: text arrives with the tokenizer. This is a minimal loop with its own KV arena (one
-// sequence, identity block table), not the engine: it exists to check a model end to end.
+// Structured output (with --prompt; docs/structured-output.md "Offline API"): one of
+//   --json-schema FILE_OR_JSON | --json-object | --regex RE | --grammar FILE.ebnf
+// constrains the output (SamplingParams::so_args, compiled by engine::LLM); then only the
+// generated text is printed (exactly the constrained bytes, no prompt), e.g. for piping to jq.
+// With --prompt-ids, greedy decoding prints the generated ids, comma-separated, on stdout
+// (timings on stderr). This is a minimal loop with its own KV arena (one sequence, identity
+// block table), not the engine: it exists to check a model end to end.
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/file_util.h"
 #include "common/logging.h"
+#include "common/status.h"
 #include "engine/llm.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -30,30 +37,90 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// The structured-output flag given (at most one), as so_args; `flag` names it for errors.
+struct StructuredOutputFlag {
+  std::string flag;  // e.g. "--regex"; empty when none was given
+  std::optional<engine::StructuredOutputArgs> args;
+};
+
+// Reads the structured-output flags. Errors: InvalidArgument naming the flag (two given, a file
+// that cannot be read, a constraint that does not parse).
+absl::StatusOr<StructuredOutputFlag> ParseStructuredOutputFlags(const FlagSet& flags) {
+  using Type = engine::StructuredOutputArgs::SchemaType;
+  StructuredOutputFlag out;
+  for (const std::string name : {"json-schema", "json-object", "regex", "grammar"}) {
+    if (!flags.IsSet(name) || (name == "json-object" && !flags.GetBool(name))) continue;
+    if (!out.flag.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          out.flag, " and --", name, " cannot be combined (give one structured-output flag)"));
+    }
+    out.flag = absl::StrCat("--", name);
+    engine::StructuredOutputArgs a;
+    const std::string value = name == "json-object" ? "" : flags.GetString(name);
+    if (name == "json-schema") {
+      a.schema_type = Type::kJsonSchema;
+      // Inline JSON starts with '{' (or is a boolean schema); anything else is a file path.
+      const size_t first = value.find_first_not_of(" \t\r\n");
+      if (first != std::string::npos &&
+          (value[first] == '{' || value == "true" || value == "false")) {
+        a.schema = value;
+      } else {
+        absl::StatusOr<std::string> text = ReadFileToString(value);
+        if (!text.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--json-schema: ", std::string(text.status().message())));
+        }
+        a.schema = *std::move(text);
+      }
+    } else if (name == "json-object") {
+      a.schema_type = Type::kJsonObject;
+    } else if (name == "regex") {
+      a.schema_type = Type::kRegex;
+      a.schema = value;
+    } else {
+      a.schema_type = Type::kEbnf;
+      absl::StatusOr<std::string> text = ReadFileToString(value);
+      if (!text.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--grammar: ", std::string(text.status().message())));
+      }
+      a.schema = *std::move(text);
+    }
+    if (absl::Status s = engine::CheckStructuredOutputArgs(a); !s.ok()) {
+      const std::string shown = value.size() > 60 ? value.substr(0, 60) + "..." : value;
+      return absl::InvalidArgumentError(
+          absl::StrCat(out.flag, shown.empty() ? "" : " ", shown, ": ", std::string(s.message())));
+    }
+    out.args = std::move(a);
+  }
+  return out;
+}
+
 // --prompt TEXT: tokenizer + Engine (sampling flags apply). Prints the generated text.
 int GenerateWithEngine(const FlagSet& flags) {
   const std::string dir = flags.GetString("model");
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromDirectory(dir);
-  if (!tok.ok()) return Fail(tok.status());
   absl::StatusOr<int64_t> max_tokens = flags.GetInt("max-tokens");
   absl::StatusOr<double> temperature = flags.GetDouble("temperature");
   absl::StatusOr<double> top_p = flags.GetDouble("top-p");
   absl::StatusOr<int64_t> top_k = flags.GetInt("top-k");
   absl::StatusOr<int64_t> seed = flags.GetInt("seed");
+  absl::StatusOr<StructuredOutputFlag> so_flag = ParseStructuredOutputFlags(flags);
   for (const absl::Status& s : {max_tokens.status(), temperature.status(), top_p.status(),
-                                top_k.status(), seed.status()}) {
+                                top_k.status(), seed.status(), so_flag.status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "deepinfer generate: %s\n", std::string(s.message()).c_str());
       return 2;
     }
   }
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromDirectory(dir);
+  if (!tok.ok()) return Fail(tok.status());
   model::LoadOptions load_options;
   load_options.fp32_activations = flags.GetBool("fp32-activations");
   absl::StatusOr<std::unique_ptr<model::CausalLM>> loaded = model::LoadModel(dir, load_options);
   if (!loaded.ok()) return Fail(loaded.status());
   std::vector<int32_t> prompt;
-  const int32_t bos = (*loaded)->info().bos_token_id >= 0 ? (*loaded)->info().bos_token_id
-                                                          : (*tok)->bos_id();
+  const int32_t bos =
+      (*loaded)->info().bos_token_id >= 0 ? (*loaded)->info().bos_token_id : (*tok)->bos_id();
   if (bos >= 0) prompt.push_back(bos);
   const std::vector<int32_t> text_ids = (*tok)->EncodeText(flags.GetString("prompt"));
   prompt.insert(prompt.end(), text_ids.begin(), text_ids.end());
@@ -62,7 +129,7 @@ int GenerateWithEngine(const FlagSet& flags) {
   config.kv_memory_bytes = int64_t{256} << 20;
   config.async_scheduling = !flags.GetBool("no-async-scheduling");
   absl::StatusOr<std::unique_ptr<engine::LLM>> llm =
-      engine::LLM::Create(std::move(*loaded), config);
+      engine::LLM::Create(std::move(*loaded), config, **tok);
   if (!llm.ok()) return Fail(llm.status());
   engine::SamplingParams params;
   params.max_tokens = static_cast<int>(*max_tokens);
@@ -71,12 +138,28 @@ int GenerateWithEngine(const FlagSet& flags) {
   params.top_k = static_cast<int>(*top_k);
   params.ignore_eos = flags.GetBool("ignore-eos");
   if (flags.IsSet("seed")) params.seed = static_cast<uint64_t>(*seed);
+  params.so_args = so_flag->args;
   Stopwatch watch;
   absl::StatusOr<std::vector<engine::GenerateOutput>> out = (*llm)->Generate({prompt}, params);
-  if (!out.ok()) return Fail(out.status());
+  if (!out.ok()) {
+    if (so_flag->args.has_value() && (out.status().code() == absl::StatusCode::kInvalidArgument ||
+                                      out.status().code() == absl::StatusCode::kDeadlineExceeded)) {
+      return Fail(Annotate(out.status(), so_flag->flag));
+    }
+    return Fail(out.status());
+  }
   const engine::SampleOutput& s = (*out)[0].samples[0];
-  std::printf("%s%s\n", flags.GetString("prompt").c_str(),
-              (*tok)->Decode(s.token_ids, /*skip_special=*/true).c_str());
+  if (so_flag->args.has_value()) {
+    // Exactly the bytes the grammar constrained (Decode would normalise leading spaces).
+    std::string text;
+    for (int32_t id : s.token_ids) {
+      if (!(*tok)->GetTokenInfo(id).is_special) text += (*tok)->TokenBytes(id);
+    }
+    std::printf("%s\n", text.c_str());
+  } else {
+    std::printf("%s%s\n", flags.GetString("prompt").c_str(),
+                (*tok)->Decode(s.token_ids, /*skip_special=*/true).c_str());
+  }
   std::fprintf(stderr, "%zu prompt tokens, %zu generated (finish: %s) in %.3f s\n", prompt.size(),
                s.token_ids.size(), std::string(engine::FinishReasonName(s.finish)).c_str(),
                watch.ElapsedSeconds());
@@ -92,27 +175,36 @@ int RunGenerate(int argc, char** argv) {
   flags.AddString("max-tokens", "16", "number of tokens to generate");
   flags.AddBool("ignore-eos", false, "keep generating after an end-of-sequence token");
   flags.AddBool("fp32-activations", false, "FP32 activations everywhere (debug numerics)");
-  flags.AddString("prompt", "", "prompt text (encoded with the model's tokenizer; uses the engine)");
+  flags.AddString("prompt", "",
+                  "prompt text (encoded with the model's tokenizer; uses the engine)");
   flags.AddString("temperature", "0", "with --prompt: sampling temperature (0 = greedy)");
   flags.AddString("top-p", "1", "with --prompt: nucleus sampling threshold");
   flags.AddString("top-k", "-1", "with --prompt: keep the k most likely tokens (-1 = off)");
   flags.AddString("seed", "0", "with --prompt: sampling seed (unset = random)");
   flags.AddBool("no-async-scheduling", false, "with --prompt: disable async engine scheduling");
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fprintf(stdout, "%s", flags.Usage().c_str());
-      return 0;
-    }
-  }
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
-    return 2;
-  }
+  flags.AddString("json-schema", "",
+                  "with --prompt: constrain the output to this JSON schema (inline JSON starting "
+                  "with '{', or a file); prints only the generated text");
+  flags.AddBool("json-object", false, "with --prompt: constrain the output to a JSON object");
+  flags.AddString("regex", "",
+                  "with --prompt: the whole output matches this regex (ECMA-262 subset, "
+                  "docs/structured-output.md)");
+  flags.AddString("grammar", "",
+                  "with --prompt: constrain the output to the EBNF grammar in this file (start "
+                  "rule root)");
+  if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   if (!flags.GetString("model").empty() && !flags.GetString("prompt").empty()) {
     return GenerateWithEngine(flags);
   }
+  for (const char* so : {"json-schema", "json-object", "regex", "grammar"}) {
+    if (flags.IsSet(so) && (std::string(so) != "json-object" || flags.GetBool(so))) {
+      std::fprintf(stderr, "deepinfer generate: --%s needs --model and --prompt (text)\n", so);
+      return 2;
+    }
+  }
   if (flags.GetString("model").empty() || flags.GetString("prompt-ids").empty()) {
-    std::fprintf(stderr, "deepinfer generate: --model and --prompt or --prompt-ids are required\n\n%s",
+    std::fprintf(stderr,
+                 "deepinfer generate: --model and --prompt or --prompt-ids are required\n\n%s",
                  flags.Usage().c_str());
     return 2;
   }

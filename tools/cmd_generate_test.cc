@@ -1,11 +1,14 @@
 // `deepinfer generate` end to end on stories260K: the printed ids are the golden continuation.
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tools/commands.h"
@@ -38,6 +41,112 @@ TEST(CmdGenerateTest, PrintsGoldenContinuation) {
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(out, absl::StrJoin(expected, ",") + "\n");
+}
+
+// Runs `generate` and returns {exit code, stdout, stderr}.
+struct Result {
+  int rc;
+  std::string out, err;
+};
+Result Capture(std::vector<std::string> args) {
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  Result r;
+  r.rc = RunCmd(std::move(args));
+  r.out = ::testing::internal::GetCapturedStdout();
+  r.err = ::testing::internal::GetCapturedStderr();
+  return r;
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path =
+      (std::filesystem::path(::testing::TempDir()) / ("cmd_generate_test_" + name)).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Structured-output flags; outputs checked by std::regex / nlohmann::json (independent of the
+// grammar stack). Temperature 1 and several seeds so that the constraint, not the model, decides.
+TEST(CmdGenerateTest, StructuredOutputFlagsConstrainTheOutput) {
+  if (!std::filesystem::exists(kModelDir + "/config.json"))
+    GTEST_SKIP() << kModelDir << " is absent";
+  const std::vector<std::string> base = {
+      "--model",       kModelDir, "--prompt",     "Once upon a time",
+      "--temperature", "1",       "--max-tokens", "60"};
+  auto with = [&](std::vector<std::string> extra, int seed) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("--seed");
+    args.push_back(std::to_string(seed));
+    return Capture(args);
+  };
+  const std::string schema_file = WriteTemp(
+      "schema.json",
+      R"({"type":"object","properties":{"ok":{"type":"boolean"},"n":{"type":"integer","minimum":1,"maximum":9}},"required":["ok","n"]})");
+  const std::string grammar_file = WriteTemp("list.ebnf", R"(root ::= word ("," word){0,3}
+word ::= "yes" | "no"
+)");
+  const std::regex re("[0-9]{3}-[a-z]+");
+  const std::regex list("(yes|no)(,(yes|no)){0,3}");
+  for (int seed = 1; seed <= 3; ++seed) {
+    Result r = with({"--regex", "[0-9]{3}-[a-z]+"}, seed);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    ASSERT_FALSE(r.out.empty());
+    EXPECT_TRUE(std::regex_match(r.out.substr(0, r.out.size() - 1), re)) << r.out;
+
+    for (const std::string& schema :
+         {schema_file, std::string(R"({"type":"object","properties":{"ok":{"type":"boolean"},)"
+                                   R"("n":{"type":"integer","minimum":1,"maximum":9}},)"
+                                   R"("required":["ok","n"]})")}) {
+      r = with({"--json-schema", schema}, seed);
+      ASSERT_EQ(r.rc, 0) << r.err;
+      const nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
+      ASSERT_TRUE(doc.is_object()) << r.out;
+      EXPECT_TRUE(doc.contains("ok") && doc["ok"].is_boolean()) << r.out;
+      EXPECT_TRUE(doc.contains("n") && doc["n"].is_number_integer() && doc["n"].get<int>() >= 1 &&
+                  doc["n"].get<int>() <= 9)
+          << r.out;
+    }
+
+    r = with({"--json-object"}, seed);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(nlohmann::json::parse(r.out, nullptr, false).is_object()) << r.out;
+
+    r = with({"--grammar", grammar_file}, seed);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(std::regex_match(r.out.substr(0, r.out.size() - 1), list)) << r.out;
+  }
+}
+
+TEST(CmdGenerateTest, StructuredOutputFlagErrorsNameTheFlag) {
+  // Checked before the model loads, so the model directory does not matter here.
+  const std::string m = kModelDir;
+  using ::testing::HasSubstr;
+  Result r = Capture({"--model", m, "--prompt", "x", "--regex", "a", "--json-object"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--json-object and --regex cannot be combined"));
+  r = Capture({"--model", m, "--prompt", "x", "--grammar", "/nonexistent/g.ebnf"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--grammar: "));
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/g.ebnf"));
+  r = Capture({"--model", m, "--prompt", "x", "--json-schema", "/nonexistent/s.json"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--json-schema: "));
+  r = Capture(
+      {"--model", m, "--prompt", "x", "--json-schema", R"({"type":"integer","multipleOf":2})"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--json-schema"));
+  EXPECT_THAT(r.err, HasSubstr("multipleOf"));
+  r = Capture({"--model", m, "--prompt", "x", "--regex", "(a"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--regex (a: "));
+  r = Capture({"--model", m, "--prompt", "x", "--grammar", WriteTemp("bad.ebnf", "root ::= \"a")});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--grammar"));
+  r = Capture({"--model", m, "--prompt-ids", "1,2", "--regex", "a"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--regex needs --model and --prompt"));
+  EXPECT_THAT(Capture({"--help"}).out, HasSubstr("--json-schema"));
 }
 
 TEST(CmdGenerateTest, BadUsage) {

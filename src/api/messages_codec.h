@@ -39,7 +39,10 @@ struct MessagesRequest {
   std::optional<bool> thinking;            // thinking.type; nullopt = model default
   std::optional<int64_t> thinking_budget;  // thinking.budget_tokens (>= 1024, < max_tokens)
   std::string reasoning_effort;            // output_config.effort ("" = absent)
-  // temperature [0,1], top_p, top_k, stop (= stop_sequences), max_tokens, stream.
+  // false with tool_choice.disable_parallel_tool_use: at most one tool_use block.
+  bool parallel_tool_calls = true;
+  // temperature [0,1], top_p, top_k, stop (= stop_sequences), max_tokens, stream, and the
+  // extension field `seed` (not in Anthropic's API; docs/protocol.md, "Extension fields").
   SamplingFields sampling;
 };
 

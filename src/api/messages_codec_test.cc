@@ -255,6 +255,25 @@ TEST(MessagesRequestTest, UnknownToolChoiceName) {
               R"("message":"tool_choice.name: Tool 'b' not found in provided tools"}})");
 }
 
+TEST(MessagesRequestTest, SeedExtension) {
+  ASSERT_OK_AND_ASSIGN(
+      MessagesRequest req,
+      ParseMessagesRequest(R"({"model":"m","max_tokens":5,"temperature":1,"top_p":0.9,"seed":42,)"
+                           R"("messages":[{"role":"user","content":"x"}]})"));
+  EXPECT_EQ(req.sampling.seed, 42u);
+  EXPECT_EQ(req.sampling.top_p, 0.9);
+  ASSERT_OK_AND_ASSIGN(req, ParseMessagesRequest(R"({"model":"m","max_tokens":5,"seed":-1,)"
+                                                 R"("messages":[{"role":"user","content":"x"}]})"));
+  EXPECT_EQ(req.sampling.seed, UINT64_MAX);  // two's complement, like the Chat codec
+  ASSERT_OK_AND_ASSIGN(req, ParseMessagesRequest(R"({"model":"m","max_tokens":5,)"
+                                                 R"("messages":[{"role":"user","content":"x"}]})"));
+  EXPECT_FALSE(req.sampling.seed.has_value());
+  ExpectError(
+      R"({"model":"m","max_tokens":5,"seed":"s","messages":[{"role":"user","content":"x"}]})",
+      R"({"type":"error","error":{"type":"invalid_request_error",)"
+      R"("message":"seed: 'seed' must be an integer"}})");
+}
+
 TEST(MessagesRequestTest, OtherErrors) {
   EXPECT_THAT(ParseMessagesRequest("{").status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ParseMessagesRequest(R"({"model":"m","max_tokens":0,"messages":[]})").status(),

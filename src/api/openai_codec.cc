@@ -400,6 +400,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_vie
   RETURN_IF_ERROR(ParseThinking(obj, &req));
   RETURN_IF_ERROR(ParseSampling(obj, &req.sampling));
   RETURN_IF_ERROR(GetBool(obj, "logprobs", &req.logprobs));
+  RETURN_IF_ERROR(GetBool(obj, "parallel_tool_calls", &req.parallel_tool_calls));
   std::optional<int64_t> top;
   RETURN_IF_ERROR(GetInt(obj, "top_logprobs", 0, 20, &top));
   if (top) {

@@ -54,6 +54,8 @@ struct ChatCompletionRequest {
   std::string reasoning_effort;
   bool logprobs = false;
   int top_logprobs = 0;  // [0, 20]; requires logprobs
+  // With tool_choice required: one or more calls (true) or exactly one (false).
+  bool parallel_tool_calls = true;
   SamplingFields sampling;
 };
 

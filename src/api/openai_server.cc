@@ -20,6 +20,7 @@
 #include "common/strings.h"
 #include "model/kv_layout.h"
 #include "structured/compiler.h"
+#include "structured/tool_call_grammar.h"
 
 namespace deepinfer::api {
 namespace {
@@ -151,8 +152,33 @@ struct ApiServer::Impl {
   // Errors: InvalidArgument naming the unsupported schema keyword (-> 400).
   absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> GrammarFor(
       const protocol::ResponseFormat& format);
+  // The grammar compiler (created on first use).
+  structured::GrammarCompiler* Compiler();
   std::mutex grammar_mu;
   std::unique_ptr<structured::GrammarCompiler> grammar_compiler;  // guarded by grammar_mu
+
+  // Structured output of a chat-like request (docs/structured-output.md): response_format, or
+  // DSML tool calls for tool_choice required / named.
+  struct ConstraintPlan {
+    enum class Kind { kNone, kResponseFormat, kToolCalls };
+    Kind kind = Kind::kNone;
+    protocol::ToolChoice tool_choice;  // kToolCalls: the client's choice
+    bool parallel = true;              // kToolCalls with required: more than one call allowed
+  };
+  // Before encoding: picks the constraint and adapts the encoder input. response_format turns
+  // thinking off unless `thinking_requested` is true. tool_choice required / named in thinking
+  // mode is encoded as `auto` (the encoder, like DeepSeek's API, only prefills in chat mode) and
+  // the grammar then forces the block after `</think>`. Errors: InvalidArgument (400).
+  absl::StatusOr<ConstraintPlan> PlanConstraint(protocol::Conversation* conv,
+                                                std::optional<bool> thinking_requested,
+                                                bool parallel_tool_calls,
+                                                protocol::EncodeOptions* options);
+  // After encoding: the grammar and its start (`</think>` when the prompt opened reasoning) into
+  // `params`. Errors: InvalidArgument naming an unenforceable schema keyword (400), with the
+  // parameter set ("response_format" / "tools").
+  absl::Status ApplyConstraint(const ConstraintPlan& plan, const protocol::Conversation& conv,
+                               const protocol::EncodedPrompt& encoded,
+                               engine::SamplingParams* params);
 
   void Route(const http::HttpRequest& req, RecordingWriter& w);
   void HandleChat(const http::HttpRequest& req, RecordingWriter& w);
@@ -372,20 +398,103 @@ absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> ApiServer::Im
   } else {
     spec.kind = structured::ConstraintSpec::Kind::kJsonObject;
   }
-  structured::GrammarCompiler* compiler;
-  {
-    std::lock_guard<std::mutex> lock(grammar_mu);
-    if (!grammar_compiler) {
-      std::vector<int32_t> eos = s->engine_->model_info().eos_token_ids;
-      if (s->tokenizer_->eos_id() >= 0) eos.push_back(s->tokenizer_->eos_id());
-      auto vocab = std::make_shared<structured::VocabularyIndex>(structured::VocabularyFromTokenizer(
-          *s->tokenizer_, s->engine_->model_info().vocab_size, eos));
-      grammar_compiler = std::make_unique<structured::GrammarCompiler>(
-          std::move(vocab), structured::GrammarCompiler::Options{});
-    }
-    compiler = grammar_compiler.get();
+  return Compiler()->Get(spec);
+}
+
+structured::GrammarCompiler* ApiServer::Impl::Compiler() {
+  std::lock_guard<std::mutex> lock(grammar_mu);
+  if (!grammar_compiler) {
+    std::vector<int32_t> eos = s->engine_->model_info().eos_token_ids;
+    if (s->tokenizer_->eos_id() >= 0) eos.push_back(s->tokenizer_->eos_id());
+    auto vocab = std::make_shared<structured::VocabularyIndex>(structured::VocabularyFromTokenizer(
+        *s->tokenizer_, s->engine_->model_info().vocab_size, eos));
+    grammar_compiler = std::make_unique<structured::GrammarCompiler>(
+        std::move(vocab), structured::GrammarCompiler::Options{});
   }
-  return compiler->Get(spec);
+  return grammar_compiler.get();
+}
+
+absl::StatusOr<ApiServer::Impl::ConstraintPlan> ApiServer::Impl::PlanConstraint(
+    protocol::Conversation* conv, std::optional<bool> thinking_requested, bool parallel_tool_calls,
+    protocol::EncodeOptions* options) {
+  ConstraintPlan plan;
+  const protocol::ToolChoice::Mode mode = conv->tool_choice.mode;
+  const bool forced_tools =
+      !conv->tools.empty() &&
+      (mode == protocol::ToolChoice::Mode::kRequired || mode == protocol::ToolChoice::Mode::kNamed);
+  if (conv->response_format) {
+    if (forced_tools) {
+      return WithParam(absl::InvalidArgumentError(
+                           "response_format cannot be combined with tool_choice 'required' or a "
+                           "named tool: the output must be a tool call"),
+                       "response_format");
+    }
+    // Constrained answers skip reasoning unless the client asked for it; with reasoning the
+    // grammar starts after `</think>` (ApplyConstraint).
+    if (!thinking_requested.value_or(false)) options->thinking = false;
+    plan.kind = ConstraintPlan::Kind::kResponseFormat;
+    return plan;
+  }
+  if (!forced_tools) return plan;
+  plan.kind = ConstraintPlan::Kind::kToolCalls;
+  plan.tool_choice = conv->tool_choice;
+  plan.parallel = parallel_tool_calls;
+  // Thinking mode with a forced tool_choice is the official API's 400 (shared/spec/protocol.md
+  // §20(b)); the prompt encoder reports it.
+  return plan;
+}
+
+absl::Status ApiServer::Impl::ApplyConstraint(const ConstraintPlan& plan,
+                                              const protocol::Conversation& conv,
+                                              const protocol::EncodedPrompt& encoded,
+                                              engine::SamplingParams* params) {
+  if (plan.kind == ConstraintPlan::Kind::kNone) return absl::OkStatus();
+  bool after_reasoning = encoded.start == protocol::ParserStart::kReasoning;
+  if (plan.kind == ConstraintPlan::Kind::kResponseFormat) {
+    absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> g =
+        GrammarFor(*conv.response_format);
+    if (!g.ok()) return WithParam(g.status(), "response_format");
+    params->grammar = *g;
+  } else {
+    structured::ToolCallGrammarOptions o;
+    for (const protocol::ToolDefinition& t : conv.tools) {
+      o.tools.push_back({t.name, t.parameters.Dump()});
+    }
+    if (plan.tool_choice.mode == protocol::ToolChoice::Mode::kNamed) {
+      o.forced_tool = plan.tool_choice.name;
+    }
+    o.parallel = plan.parallel;
+    o.syntax = *s->family_ == protocol::ModelFamily::kDeepSeekV41 ? structured::DsmlSyntax::V41()
+                                                                  : structured::DsmlSyntax::V4();
+    switch (encoded.start) {
+      case protocol::ParserStart::kToolCalls:
+        o.start = structured::ToolCallStart::kInBlock;
+        break;
+      case protocol::ParserStart::kToolArguments:
+        o.start = structured::ToolCallStart::kInInvoke;
+        break;
+      default:
+        o.start = structured::ToolCallStart::kAnswer;
+        break;
+    }
+    structured::ConstraintSpec spec;
+    spec.kind = structured::ConstraintSpec::Kind::kToolCalls;
+    spec.text = structured::ToolCallGrammarOptionsToJson(o);
+    absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> g = Compiler()->Get(spec);
+    if (!g.ok()) return WithParam(g.status(), "tools");
+    params->grammar = *g;
+  }
+  if (after_reasoning) {
+    // vLLM-style reasoning integration: free reasoning, then the grammar after `</think>`.
+    // EOS and the DSML tag would leave the reasoning another way: masked until then.
+    params->grammar_after_token_ids = {s->markers_->think_end};
+    params->grammar_blocked_before = s->engine_->model_info().eos_token_ids;
+    params->grammar_blocked_before.push_back(s->markers_->eos);
+    if (s->tokenizer_->eos_id() >= 0)
+      params->grammar_blocked_before.push_back(s->tokenizer_->eos_id());
+    params->grammar_blocked_before.push_back(s->markers_->dsml);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
@@ -539,22 +648,12 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   protocol::EncodeOptions options;
   options.family = *s->family_;
   options.thinking = req.thinking.value_or(true);
-  std::shared_ptr<const structured::CompiledGrammar> grammar;
-  if (req.conversation.response_format) {
-    // The grammar constrains the answer; reasoning before it is not constrained yet, so a
-    // constrained request runs in non-thinking mode unless the client asked for thinking.
-    if (req.thinking.value_or(false)) {
-      return SendError(w, WithParam(absl::InvalidArgumentError(
-                                        "response_format cannot be combined with thinking "
-                                        "enabled yet; disable thinking"),
-                                    "response_format"));
-    }
-    options.thinking = false;
-    absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> g =
-        GrammarFor(*req.conversation.response_format);
-    if (!g.ok()) return SendError(w, WithParam(g.status(), "response_format"));
-    grammar = *g;
-  }
+  if (req.reasoning_effort == "none") options.thinking = false;
+  std::optional<bool> thinking_requested = req.thinking;
+  if (!req.reasoning_effort.empty()) thinking_requested = req.reasoning_effort != "none";
+  absl::StatusOr<ConstraintPlan> plan =
+      PlanConstraint(&req.conversation, thinking_requested, req.parallel_tool_calls, &options);
+  if (!plan.ok()) return SendError(w, plan.status());
   if (req.reasoning_effort == "none") {
     options.thinking = false;
   } else if (!req.reasoning_effort.empty()) {
@@ -575,7 +674,9 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
       BuildParams(req.sampling, static_cast<int64_t>(ids->size()), "messages", 0);
   if (!params.ok()) return SendError(w, params.status());
   if (req.logprobs) params->logprobs = req.top_logprobs;
-  params->grammar = grammar;
+  if (absl::Status st = ApplyConstraint(*plan, req.conversation, *encoded, &*params); !st.ok()) {
+    return SendError(w, st);
+  }
   if (absl::Status st = params->Validate(); !st.ok()) return SendError(w, st);
 
   const std::string id = RandomId("chatcmpl-");
@@ -821,14 +922,17 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
       OJson entry = OJson::object();
       if (i - 1 < pl.size()) {
         const engine::TokenLogprob& t = pl[i - 1];
-        auto piece = [&](int32_t tid) { return s->tokenizer_->Decode(std::span<const int32_t>(&tid, 1)); };
-        entry[std::to_string(t.token_id)] = {{"logprob", t.logprob}, {"rank", t.rank},
-                                             {"decoded_token", piece(t.token_id)}};
+        auto piece = [&](int32_t tid) {
+          return s->tokenizer_->Decode(std::span<const int32_t>(&tid, 1));
+        };
+        entry[std::to_string(t.token_id)] = {
+            {"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", piece(t.token_id)}};
         int rank = 1;
         for (const auto& [tid, lp] : t.top) {
           if (rank > *req.prompt_logprobs) break;
           if (!entry.contains(std::to_string(tid))) {
-            entry[std::to_string(tid)] = {{"logprob", lp}, {"rank", rank}, {"decoded_token", piece(tid)}};
+            entry[std::to_string(tid)] = {
+                {"logprob", lp}, {"rank", rank}, {"decoded_token", piece(tid)}};
           }
           ++rank;
         }
@@ -1143,14 +1247,18 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   }
   if (absl::Status st = CheckModel(model_name); !st.ok()) return fail(st);
   if (!s->family_) return fail(absl::FailedPreconditionError(s->chat_unavailable_));
-  if (conv->response_format) {
-    return fail(WithParam(absl::UnimplementedError("text.format is not supported yet on "
-                                                   "/v1/responses; use /v1/chat/completions"),
-                          "text.format"));
-  }
   protocol::EncodeOptions options;
   options.family = *s->family_;
   options.thinking = thinking_opt.value_or(true);
+  const bool parallel_tool_calls =
+      anthropic ? mreq->parallel_tool_calls : rreq->parallel_tool_calls;
+  absl::StatusOr<ConstraintPlan> plan =
+      PlanConstraint(conv, thinking_opt, parallel_tool_calls, &options);
+  // The Responses API calls response_format `text.format`.
+  auto rename = [&](const absl::Status& st) {
+    return !anthropic && ErrorParam(st) == "response_format" ? WithParam(st, "text.format") : st;
+  };
+  if (!plan.ok()) return fail(rename(plan.status()));
   if (!effort_name.empty()) {
     absl::StatusOr<protocol::ReasoningEffort> effort =
         protocol::ReasoningEffort::Parse(effort_name);
@@ -1174,6 +1282,9 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   absl::StatusOr<engine::SamplingParams> params = BuildParams(
       *sampling, static_cast<int64_t>(ids->size()), anthropic ? "messages" : "input", 0);
   if (!params.ok()) return fail(params.status());
+  if (absl::Status st = ApplyConstraint(*plan, *conv, *encoded, &*params); !st.ok()) {
+    return fail(rename(st));
+  }
   if (absl::Status st = params->Validate(); !st.ok()) return fail(st);
 
   const std::string id = RandomId(anthropic ? "msg_" : "resp_");

@@ -306,6 +306,9 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
   if (!has_non_system) return Bad("input", "'input' must contain at least one item");
   RETURN_IF_ERROR(ParseTools(obj, &req));
   RETURN_IF_ERROR(ParseTextFormat(obj, &req.conversation));
+  if (const Json* text = Field(obj, "text"); text != nullptr && text->is_object()) {
+    if (const Json* f = Field(*text, "format")) req.text_format_json = *f;
+  }
   if (const Json* r = Field(obj, "reasoning")) {
     if (!r->is_object()) return WrongType("reasoning", "an object");
     std::optional<std::string> effort;
@@ -390,7 +393,7 @@ Json ResponsesEncoder::Response() const {
   r["store"] = false;
   r["temperature"] =
       req && req->sampling.temperature ? Json(*req->sampling.temperature) : Json(1.0);
-  r["text"] = Json{{"format", Json{{"type", "text"}}}};
+  r["text"] = Json{{"format", req ? req->text_format_json : Json{{"type", "text"}}}};
   r["tool_choice"] = req ? req->tool_choice_json : Json("auto");
   r["tools"] = req ? req->tools_json : Json::array();
   r["top_p"] = req && req->sampling.top_p ? Json(*req->sampling.top_p) : Json(1.0);

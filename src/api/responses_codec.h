@@ -37,13 +37,16 @@ struct ResponsesRequest {
   // false when reasoning.effort is "none"; nullopt = model default.
   std::optional<bool> thinking;
   std::string reasoning_effort;  // reasoning.effort as sent ("" = absent; never "none")
-  // temperature, top_p, max_tokens (= max_output_tokens), stream; other fields stay default.
+  // temperature, top_p, max_tokens (= max_output_tokens), stream, and the extension field
+  // `seed` (not in OpenAI's Responses API; docs/protocol.md, "Extension fields"); other fields
+  // stay default.
   SamplingFields sampling;
   // Echoed in the response object.
   std::string instructions;
   bool parallel_tool_calls = true;
   nlohmann::ordered_json tools_json = nlohmann::ordered_json::array();
   nlohmann::ordered_json tool_choice_json = "auto";
+  nlohmann::ordered_json text_format_json = {{"type", "text"}};  // text.format as sent
 };
 
 // Parses and validates a request body. Errors: InvalidArgument with WithParam() naming the

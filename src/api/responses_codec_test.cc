@@ -197,6 +197,17 @@ TEST(ResponsesRequestTest, StringInputAndInstructions) {
   EXPECT_TRUE(req.sampling.stream);
 }
 
+TEST(ResponsesRequestTest, SeedExtension) {
+  // Not in OpenAI's Responses API; accepted as an extra body field like vLLM's sampling extras.
+  ASSERT_OK_AND_ASSIGN(ResponsesRequest req,
+                       ParseResponsesRequest(R"({"input":"Hi","temperature":1,"seed":7})"));
+  EXPECT_EQ(req.sampling.seed, 7u);
+  ASSERT_OK_AND_ASSIGN(req, ParseResponsesRequest(R"({"input":"Hi"})"));
+  EXPECT_FALSE(req.sampling.seed.has_value());
+  EXPECT_THAT(ParseResponsesRequest(R"({"input":"Hi","seed":1.5})").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'seed' must be an integer")));
+}
+
 TEST(ResponsesRequestTest, ItemsMapToTheConversation) {
   ASSERT_OK_AND_ASSIGN(ResponsesRequest req, ParseResponsesRequest(R"({"input":[
       {"role":"user","content":[{"type":"input_text","text":"Weather?"}]},

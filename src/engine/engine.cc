@@ -142,6 +142,13 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Impl::Submit(GenerateRequ
   const model::ModelInfo& mi = model_->info();
   const SamplingParams& p = request.params;
   RETURN_IF_ERROR(p.Validate());
+  if (p.so_args.has_value()) {
+    // The engine never compiles (DEEPINFER-DESIGN.md §11: not on the engine thread, and it has
+    // no tokenizer); the offline LLM compiles so_args into `grammar` before Submit.
+    return absl::FailedPreconditionError(
+        "SamplingParams::so_args must be compiled into SamplingParams::grammar before "
+        "Engine::Submit (engine::LLM does this when created with a tokenizer)");
+  }
   if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
   for (size_t i = 0; i < request.prompt.size(); ++i) {
     if (request.prompt[i] < 0 || request.prompt[i] >= mi.vocab_size) {

@@ -73,7 +73,9 @@ class Engine {
   //   OutOfRange:      prompt length >= the model's max context;
   //   ResourceExhausted: prompt + max_tokens can never fit in the KV budget (message gives the
   //                    blocks needed and available), the waiting queue is full, or the engine is
-  //                    shut down (FailedPrecondition).
+  //                    shut down (FailedPrecondition);
+  //   FailedPrecondition: params.so_args set (the engine takes only compiled grammars; LLM
+  //                    compiles so_args before submitting).
   absl::StatusOr<std::shared_ptr<RequestStream>> Submit(GenerateRequest request);
 
   // Aborts a live request at any point: its samples finish with FinishReason::kAbort and all its

@@ -49,7 +49,8 @@ class EngineModelTest : public ::testing::TestWithParam<const char*> {
     SetEnvConfigForTesting(env);
   }
 
-  std::vector<std::vector<int32_t>> Prompts(int count, int max_len, int64_t vocab, uint32_t seed, int min_len = 1) {
+  std::vector<std::vector<int32_t>> Prompts(int count, int max_len, int64_t vocab, uint32_t seed,
+                                            int min_len = 1) {
     std::mt19937 rng(seed);
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < count; ++i) {
@@ -148,7 +149,9 @@ TEST_P(EngineModelTest, AsyncOnOffAndPreemptionGiveIdenticalGreedyOutputs) {
     std::vector<std::vector<int32_t>> ids;
     for (const auto& o : out) ids.push_back(o.samples[0].token_ids);
     runs.push_back(ids);
-    if (mode == 2) EXPECT_GT(llm->engine().Stats().num_preemptions, 0);
+    if (mode == 2) {
+      EXPECT_GT(llm->engine().Stats().num_preemptions, 0);
+    }
     llm->engine().Shutdown();
     EXPECT_EQ(llm->engine().Stats().kv_blocks_used, 0);
   }

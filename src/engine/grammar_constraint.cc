@@ -1,25 +1,52 @@
 #include "engine/grammar_constraint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 namespace deepinfer::engine {
 
-GrammarConstraint::GrammarConstraint(std::shared_ptr<const structured::CompiledGrammar> grammar)
-    : matcher_(std::move(grammar)) {
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const structured::CompiledGrammar> grammar,
+                                     std::vector<int32_t> after_token_ids,
+                                     std::vector<int32_t> blocked_before)
+    : matcher_(std::move(grammar)),
+      after_(std::move(after_token_ids)),
+      blocked_before_(std::move(blocked_before)),
+      active_(after_.empty()) {
   mask_.resize(matcher_.grammar().vocab().mask_words());
 }
 
 bool GrammarConstraint::Sync(std::span<const int32_t> output) {
-  while (matcher_.num_accepted_tokens() < static_cast<int>(output.size())) {
+  if (!active_) {
+    // Find the first complete occurrence of the trigger (it may straddle Sync calls).
+    const size_t n = after_.size();
+    for (size_t end = std::max(scanned_, n); end <= output.size(); ++end) {
+      if (std::equal(after_.begin(), after_.end(), output.begin() + (end - n))) {
+        active_ = true;
+        offset_ = end;
+        break;
+      }
+    }
+    if (!active_) {
+      scanned_ = output.size() + 1;
+      return true;
+    }
+  }
+  while (offset_ + matcher_.num_accepted_tokens() < output.size()) {
     if (matcher_.IsTerminated()) return true;  // tokens after EOS (ignored)
-    if (!matcher_.AcceptToken(output[matcher_.num_accepted_tokens()])) return false;
+    if (!matcher_.AcceptToken(output[offset_ + matcher_.num_accepted_tokens()])) return false;
   }
   return true;
 }
 
 void GrammarConstraint::MaskLogits(std::span<float> logits, int64_t remaining_tokens) {
   const float kNegInf = -std::numeric_limits<float>::infinity();
+  if (!active_) {
+    for (int32_t id : blocked_before_) {
+      if (id >= 0 && id < static_cast<int64_t>(logits.size())) logits[id] = kNegInf;
+    }
+    return;
+  }
   matcher_.FillNextTokenBitmask(mask_);
   const auto& vocab = matcher_.grammar().vocab().vocab();
   const int64_t distance = matcher_.MinBytesToTerminate();

@@ -3,7 +3,9 @@
 // the matcher), at temperature 1 (random tokens) and with a tight max_tokens budget.
 #include "engine/grammar_constraint.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <regex>
 
 #include "common/status_matchers.h"
@@ -58,12 +60,15 @@ TEST(GrammarConstrainedGeneration, RegexAndJsonSchemaHoldAtTemperatureOne) {
   auto f = Load();
   if (!f) GTEST_SKIP() << "../shared/models/stories260K absent";
   structured::GrammarCompiler compiler(f->vocab, {});
-  structured::ConstraintSpec regex_spec{structured::ConstraintSpec::Kind::kRegex,
-                                        " ?(Lily|Ben|Tom) (ran|saw|had) [a-z]{1,8}( [a-z]{1,8}){0,3}\\."};
+  structured::ConstraintSpec regex_spec{
+      structured::ConstraintSpec::Kind::kRegex,
+      " ?(Lily|Ben|Tom) (ran|saw|had) [a-z]{1,8}( [a-z]{1,8}){0,3}\\.",
+      {}};
   ASSERT_OK_AND_ASSIGN(auto regex_grammar, compiler.Get(regex_spec));
   structured::ConstraintSpec schema_spec{
       structured::ConstraintSpec::Kind::kJsonSchema,
-      R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":1,"maximum":99},"happy":{"type":"boolean"}},"required":["name","age","happy"]})"};
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":1,"maximum":99},"happy":{"type":"boolean"}},"required":["name","age","happy"]})",
+      {}};
   ASSERT_OK_AND_ASSIGN(auto schema_grammar, compiler.Get(schema_spec));
 
   std::vector<int32_t> prompt = {1};
@@ -88,7 +93,9 @@ TEST(GrammarConstrainedGeneration, RegexAndJsonSchemaHoldAtTemperatureOne) {
     auto doc = nlohmann::json::parse(text, nullptr, false);
     ASSERT_FALSE(doc.is_discarded()) << text;
     EXPECT_TRUE(doc["name"].is_string() && doc["name"].get<std::string>().size() <= 12) << text;
-    EXPECT_TRUE(doc["age"].is_number_integer() && doc["age"].get<int>() >= 1 && doc["age"].get<int>() <= 99) << text;
+    EXPECT_TRUE(doc["age"].is_number_integer() && doc["age"].get<int>() >= 1 &&
+                doc["age"].get<int>() <= 99)
+        << text;
     EXPECT_TRUE(doc["happy"].is_boolean()) << text;
   }
 }
@@ -97,7 +104,7 @@ TEST(GrammarConstrainedGeneration, TightBudgetStillEndsWithCompleteDocument) {
   auto f = Load();
   if (!f) GTEST_SKIP() << "../shared/models/stories260K absent";
   structured::GrammarCompiler compiler(f->vocab, {});
-  structured::ConstraintSpec spec{structured::ConstraintSpec::Kind::kJsonObject, ""};
+  structured::ConstraintSpec spec{structured::ConstraintSpec::Kind::kJsonObject, "", {}};
   ASSERT_OK_AND_ASSIGN(auto grammar, compiler.Get(spec));
   for (int max_tokens : {3, 8, 20}) {
     SamplingParams p;
@@ -111,6 +118,105 @@ TEST(GrammarConstrainedGeneration, TightBudgetStillEndsWithCompleteDocument) {
     EXPECT_FALSE(doc.is_discarded()) << "max_tokens " << max_tokens << ": " << text;
     EXPECT_LE(out[0].samples[0].token_ids.size(), static_cast<size_t>(max_tokens));
   }
+}
+
+// Deferred start (SamplingParams::grammar_after_token_ids): a hand-made vocabulary of single
+// letters plus two trigger ids (a two-token trigger, so the match can straddle Sync calls).
+TEST(GrammarConstraintTrigger, FreeUntilTheTriggerSequenceThenConstrained) {
+  structured::Vocabulary v;
+  for (char c : std::string("abcxyz")) v.token_bytes.push_back(std::string(1, c));  // ids 0..5
+  v.token_bytes.push_back("<t1>");  // 6: trigger part 1 (special: never grammar output)
+  v.token_bytes.push_back("<t2>");  // 7: trigger part 2
+  v.token_bytes.push_back("");      // 8: EOS
+  v.special_ids = {6, 7, 8};
+  v.eos_ids = {8};
+  auto vocab = std::make_shared<structured::VocabularyIndex>(std::move(v));
+  structured::ConstraintSpec spec{structured::ConstraintSpec::Kind::kRegex, "ab+", {}};
+  ASSERT_OK_AND_ASSIGN(structured::Grammar g, structured::BuildGrammar(spec));
+  ASSERT_OK_AND_ASSIGN(auto compiled, structured::CompiledGrammar::Compile(g, vocab));
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  auto allowed = [&](GrammarConstraint& c, int64_t remaining) {
+    std::vector<float> logits(9, 0.0f);
+    c.MaskLogits(logits, remaining);
+    std::string out;
+    for (int i = 0; i < 9; ++i) out += logits[i] == kNegInf ? '-' : '+';
+    return out;
+  };
+  GrammarConstraint c(compiled, {6, 7}, /*blocked_before=*/{8});
+  std::vector<int32_t> output;
+  EXPECT_FALSE(c.Active());
+  EXPECT_EQ(allowed(c, 100), "++++++++-");  // everything but EOS
+  output = {3, 4, 6};                       // "xy" then the first half of the trigger
+  ASSERT_TRUE(c.Sync(output));
+  EXPECT_FALSE(c.Active());
+  output.push_back(5);  // "z": the trigger is broken, still free
+  ASSERT_TRUE(c.Sync(output));
+  EXPECT_FALSE(c.Active());
+  output.push_back(6);
+  ASSERT_TRUE(c.Sync(output));
+  output.push_back(7);  // trigger complete (straddling two Sync calls)
+  ASSERT_TRUE(c.Sync(output));
+  EXPECT_TRUE(c.Active());
+  EXPECT_EQ(allowed(c, 100), "+--------");  // the grammar's first byte: 'a'
+  output.push_back(0);
+  ASSERT_TRUE(c.Sync(output));
+  EXPECT_EQ(allowed(c, 100), "-+-------");  // 'b'
+  output.push_back(1);
+  ASSERT_TRUE(c.Sync(output));
+  EXPECT_EQ(allowed(c, 100), "-+------+");  // more 'b' or EOS
+  EXPECT_TRUE(c.CanTerminate());
+  // A token the grammar forbids after the trigger is reported.
+  std::vector<int32_t> bad = output;
+  bad.push_back(2);
+  GrammarConstraint c2(compiled, {6, 7}, {8});
+  EXPECT_FALSE(c2.Sync(bad));
+  // Without a trigger the grammar applies from the first token.
+  GrammarConstraint c3(compiled);
+  EXPECT_TRUE(c3.Active());
+  EXPECT_EQ(allowed(c3, 100), "+--------");
+}
+
+TEST(GrammarConstrainedGeneration, GrammarAfterTriggerTokenOnTheRealModel) {
+  auto f = Load();
+  if (!f) GTEST_SKIP() << "../shared/models/stories260K absent";
+  structured::GrammarCompiler compiler(f->vocab, {});
+  structured::ConstraintSpec spec{structured::ConstraintSpec::Kind::kRegex, " ?(yes|no)!", {}};
+  ASSERT_OK_AND_ASSIGN(auto grammar, compiler.Get(spec));
+  const std::vector<int32_t> dot = f->tokenizer->EncodeText(".");
+  ASSERT_FALSE(dot.empty());
+  const int32_t trigger = dot.back();
+  const int32_t eos = f->tokenizer->eos_id();
+  const std::regex re(" ?(yes|no)!");
+  for (int seed = 0; seed < 4; ++seed) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.seed = seed;
+    p.max_tokens = 60;
+    p.grammar = grammar;
+    p.grammar_after_token_ids = {trigger};
+    p.grammar_blocked_before = {eos};
+    p.logit_bias = {{trigger, 4.0f}};  // make the "end of reasoning" come early
+    ASSERT_OK_AND_ASSIGN(auto out, f->llm->Generate({{1, 403}}, p));
+    const auto& ids = out[0].samples[0].token_ids;
+    const auto pos = std::find(ids.begin(), ids.end(), trigger);
+    ASSERT_NE(pos, ids.end()) << Text(*f, ids);
+    EXPECT_EQ(std::find(ids.begin(), pos, eos), pos) << "EOS before the trigger";
+    const std::string tail = Text(*f, std::vector<int32_t>(pos + 1, ids.end()));
+    EXPECT_TRUE(std::regex_match(tail, re)) << Text(*f, ids);
+    EXPECT_EQ(out[0].samples[0].finish, FinishReason::kStop);
+  }
+  // The trigger never comes (biased away): the budget runs out unconstrained, without EOS.
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 7;
+  p.max_tokens = 12;
+  p.grammar = grammar;
+  p.grammar_after_token_ids = {trigger};
+  p.grammar_blocked_before = {eos};
+  p.logit_bias = {{trigger, -100.0f}};
+  ASSERT_OK_AND_ASSIGN(auto out, f->llm->Generate({{1, 403}}, p));
+  EXPECT_EQ(out[0].samples[0].finish, FinishReason::kLength);
+  EXPECT_EQ(out[0].samples[0].token_ids.size(), 12u);
 }
 
 }  // namespace

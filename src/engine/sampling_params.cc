@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/strings.h"
 
 namespace deepinfer::engine {
 namespace {
@@ -12,7 +13,51 @@ absl::Status Bad(const char* field, double value, const char* range) {
       absl::StrCat("sampling parameter ", field, " = ", value, " is out of range ", range));
 }
 
+absl::Status ValidateSoArgs(const StructuredOutputArgs& a) {
+  using Type = StructuredOutputArgs::SchemaType;
+  const std::string type(SchemaTypeName(a.schema_type));
+  if (a.schema_type == Type::kJsonObject) {
+    if (!a.schema.empty()) {
+      return absl::InvalidArgumentError(
+          "so_args: schema_type json_object takes no schema (use json_schema to give one)");
+    }
+  } else if (a.schema.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("so_args: schema_type ", type, " needs a non-empty schema"));
+  }
+  if (a.whitespace == StructuredOutputArgs::Whitespace::kFlexible &&
+      (a.schema_type == Type::kRegex || a.schema_type == Type::kEbnf)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "so_args: flexible whitespace applies to JSON only, not to schema_type ", type));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string_view SchemaTypeName(StructuredOutputArgs::SchemaType type) {
+  switch (type) {
+    case StructuredOutputArgs::SchemaType::kJsonSchema:
+      return "json_schema";
+    case StructuredOutputArgs::SchemaType::kJsonObject:
+      return "json_object";
+    case StructuredOutputArgs::SchemaType::kRegex:
+      return "regex";
+    case StructuredOutputArgs::SchemaType::kEbnf:
+      return "ebnf";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<StructuredOutputArgs::SchemaType> ParseSchemaType(std::string_view name) {
+  using Type = StructuredOutputArgs::SchemaType;
+  for (Type t : {Type::kJsonSchema, Type::kJsonObject, Type::kRegex, Type::kEbnf}) {
+    if (name == SchemaTypeName(t)) return t;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("so_args: unknown schema_type \"", AbslView(name),
+                   "\" (expected json_schema, json_object, regex or ebnf)"));
+}
 
 absl::Status SamplingParams::Validate() const {
   if (!(temperature >= 0.0f && temperature <= 100.0f))
@@ -43,6 +88,13 @@ absl::Status SamplingParams::Validate() const {
   if (logprobs < -1 || logprobs > 20) return Bad("logprobs", logprobs, "[-1, 20]");
   if (prompt_logprobs < -1 || prompt_logprobs > 20) {
     return Bad("prompt_logprobs", prompt_logprobs, "[-1, 20]");
+  }
+  if (so_args.has_value()) {
+    if (grammar != nullptr) {
+      return absl::InvalidArgumentError(
+          "sampling parameters so_args and grammar are both set (give one constraint)");
+    }
+    if (absl::Status s = ValidateSoArgs(*so_args); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

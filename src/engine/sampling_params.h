@@ -11,16 +11,45 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace deepinfer::structured {
 class CompiledGrammar;
 }  // namespace deepinfer::structured
 
 namespace deepinfer::engine {
+
+// A user-facing structured-output constraint (DEEPINFER-DESIGN.md §11 `so_args`; vLLM's
+// StructuredOutputsParams, SGLang's json_schema / regex / ebnf sampling parameters). The offline
+// LLM compiles it with its structured::GrammarCompiler before submitting; Engine::Submit only
+// takes compiled grammars (SamplingParams::grammar). Syntax of each kind:
+// docs/structured-output.md.
+struct StructuredOutputArgs {
+  enum class SchemaType {
+    kJsonSchema,  // `schema` is a JSON schema (text)
+    kJsonObject,  // any JSON object; `schema` must be empty
+    kRegex,       // `schema` is a regex (ECMA-262 subset) the whole output must match
+    kEbnf,        // `schema` is an EBNF grammar (start rule `root`)
+  };
+  // JSON output whitespace (kJsonSchema / kJsonObject): compact (none) or flexible (up to 8
+  // bytes of [ \t\n] between JSON tokens). Must stay compact for regex / EBNF.
+  enum class Whitespace { kCompact, kFlexible };
+
+  SchemaType schema_type = SchemaType::kJsonSchema;
+  std::string schema;
+  Whitespace whitespace = Whitespace::kCompact;
+};
+
+// "json_schema", "json_object", "regex", "ebnf" (the `schema_type` strings of so_args).
+std::string_view SchemaTypeName(StructuredOutputArgs::SchemaType type);
+// Inverse of SchemaTypeName. Errors: InvalidArgument naming the unknown type and the valid ones.
+absl::StatusOr<StructuredOutputArgs::SchemaType> ParseSchemaType(std::string_view name);
 
 struct SamplingParams {
   // 0 = greedy (argmax); > 0 divides the logits. Range [0, 100].
@@ -68,8 +97,24 @@ struct SamplingParams {
   // allowed only once the grammar is complete, and the engine steers to completion when
   // max_tokens runs low. Logprobs are then those of the masked distribution.
   std::shared_ptr<const structured::CompiledGrammar> grammar;
+  // Structured output given as a schema / regex / EBNF text instead of a compiled grammar; the
+  // offline LLM compiles it into `grammar` before submitting (LLM::Create with a tokenizer).
+  // Mutually exclusive with `grammar`. Engine::Submit rejects it (FailedPrecondition): the
+  // engine never compiles (compilation must not block the engine thread).
+  std::optional<StructuredOutputArgs> so_args;
+  // With `grammar`: the grammar applies only after this token sequence has been generated (e.g.
+  // the `</think>` id: reasoning first, then the constrained answer, like vLLM's reasoning-parser
+  // integration). Empty: from the first token. Before it, sampling is unconstrained except for
+  // `grammar_blocked_before`; if max_tokens runs out first, the request ends with finish reason
+  // length and no constrained part.
+  std::vector<int32_t> grammar_after_token_ids;
+  // Ids masked while waiting for `grammar_after_token_ids` (the other ways out of the reasoning:
+  // EOS, a DSML tag), so that the constrained part always gets its turn.
+  std::vector<int32_t> grammar_blocked_before;
 
-  // Checks ranges. Errors: InvalidArgument naming the field and the accepted range.
+  // Checks ranges. Errors: InvalidArgument naming the field and the accepted range, or naming
+  // the inconsistency (so_args together with grammar; so_args with an empty schema, a schema
+  // for json_object, or flexible whitespace for regex / EBNF).
   absl::Status Validate() const;
   bool greedy() const { return temperature == 0.0f; }
 };

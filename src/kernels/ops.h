@@ -25,13 +25,20 @@
 //   FP32 with fused multiply-adds fma(x, w, acc) in 8 lanes: lane l sums k = l, l+8, l+16, ...
 //   in increasing k (the last partial group of 8 is zero-padded); then the lanes are added as
 //   ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then the bias is added. w is the dequantised
-//   weight fl(code·scale) (exact for E8M0 scales). For MXFP4 the columns are visited in a fixed
-//   permuted order (in each group of 16: the 8 even columns, then the 8 odd ones). Power-of-two
-//   scales may be folded into x instead of w where that is provably exact (same products). The same
-//   order is used for every M (the decode path that streams weights and the prefill path that packs
-//   them produce bitwise identical rows), the work is split along N only (never K), so the result
-//   does not depend on M, on the row's position in the batch or on the thread count. The scalar
-//   reference sums k sequentially (a different but equally fixed order).
+//   weight fl(code·scale) (exact for E8M0 scales). Power-of-two scales may be folded into x
+//   instead of w where that is provably exact (same products): the FP8 decode path multiplies x by
+//   2^(e-127)·2^120 per 128x128 block and decodes e4m3 by bit placement to e4m3·2^-120, checking
+//   exactness and otherwise using the plain decoder. For F32/BF16/FP8 the same order is used for
+//   every M (the decode path that streams weights and the prefill path that packs them produce
+//   bitwise identical rows). MXFP4 has its own order, used for every M (the weights are always
+//   streamed, up to 4 rows of x at a time): 64-column superblocks, with lane l < 4 holding
+//   columns 2(4g+l)+h and lane l >= 4 columns 32+2(4g+l-4)+h of the superblock (g = 0..3 in
+//   order, h = 0 for the low nibbles, 1 for the high ones); per superblock bl = Σ_g x·w2 over
+//   h = 0 and bh = Σ_g x·w2 over h = 1 (w2 = 2·e2m1·2^24 exactly; the first term a product, the
+//   others FMAs), then acc = fma((bl + bh)·2^-25, s, acc) with s = the E8M0 scale of the lane's
+//   32-column block. The work is split along N only (never K), so the result does not depend on
+//   M, on the row's position in the batch or on the thread count. The scalar reference sums k
+//   sequentially (a different but equally fixed order).
 // - Row-wise ops (norms, softmax, quantisers, RoPE, attention per query) process each row
 //   independently with a fixed order (8-lane partial sums combined as above for the vector
 //   path).
@@ -118,6 +125,9 @@ size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions&
                             const ThreadPool* pool);
 
 // y[m][n] = Σ_k x[m][k]·W[n][k] (+ bias[n]) in FP32 (see the file comment for the exact order).
+// FP8 NaN weight codes (0x7F/0xFF) count as 0, as in DequantizeWeight (spec §2.4, DS4): the FP8
+// decode path detects them per tile of rows and recomputes such a tile with the plain decoder
+// (slower, same result).
 // x: [M, K] (stride opt.x_stride), y: [M, N] (stride opt.y_stride); M >= 0. x and y must not
 // overlap. `workspace` must hold LinearWorkspaceBytes(M, w, opt, pool) bytes and be 64-byte
 // aligned (CHECKed). pool may be null.

@@ -35,6 +35,20 @@ double RelError(const std::vector<float>& out, const std::vector<float>& ref) {
 
 bool HaveAvx2() { return ActiveIsa() >= IsaLevel::kAvx2; }
 
+// Sets DEEPINFER_BATCH_INVARIANT for the scope of a test and restores the previous config.
+class BatchInvariantScope {
+ public:
+  explicit BatchInvariantScope(bool on) : saved_(Env()) {
+    EnvConfig env = saved_;
+    env.batch_invariant = on;
+    SetEnvConfigForTesting(env);
+  }
+  ~BatchInvariantScope() { SetEnvConfigForTesting(saved_); }
+
+ private:
+  EnvConfig saved_;
+};
+
 // Owns the bytes of a random weight in one format.
 struct TestWeight {
   std::vector<uint8_t> data;
@@ -42,7 +56,10 @@ struct TestWeight {
   WeightView view;
 };
 
-TestWeight MakeWeight(WeightDType dtype, ScaleDType sdt, int64_t N, int64_t K, std::mt19937& rng) {
+// nan_free: FP8 weights without the NaN codes 0x7F/0xFF (the decode fast path only completes
+// tiles without them, so random bytes alone would almost never exercise it).
+TestWeight MakeWeight(WeightDType dtype, ScaleDType sdt, int64_t N, int64_t K, std::mt19937& rng,
+                      bool nan_free = false) {
   TestWeight t;
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -61,7 +78,11 @@ TestWeight MakeWeight(WeightDType dtype, ScaleDType sdt, int64_t N, int64_t K, s
     }
     case WeightDType::kFP8Block:
     case WeightDType::kMXFP4:
-      for (auto& b : t.data) b = static_cast<uint8_t>(byte(rng));
+      for (auto& b : t.data) {
+        do {
+          b = static_cast<uint8_t>(byte(rng));
+        } while (nan_free && dtype == WeightDType::kFP8Block && (b & 0x7F) == 0x7F);
+      }
       break;
   }
   if (n_scales > 0) {
@@ -168,16 +189,21 @@ TEST_P(LinearVsReferenceTest, MatchesScalarReference) {
   opt.bias = c.bias ? bias.data() : nullptr;
   opt.x_stride = x_stride;
 
-  std::vector<float> ref_out(c.M * c.N), out(c.M * c.N, -1.0f);
+  std::vector<float> ref_out(c.M * c.N);
   Workspace ws_ref, ws;
   const size_t ref_bytes = ref::LinearWorkspaceBytes(c.M, w.view, opt);
   ref::Linear(x.data(), c.M, w.view, ref_out.data(), opt, ws_ref.Get(ref_bytes), ref_bytes);
 
   ThreadPool pool(2);
-  const size_t bytes = avx2::LinearWorkspaceBytes(c.M, w.view, opt, pool.num_threads());
-  avx2::Linear(x.data(), c.M, w.view, out.data(), opt, &pool, ws.Get(bytes), bytes);
-  EXPECT_LE(RelError(out, ref_out), kLinearRelBound) << CaseName(c);
-  for (float v : out) ASSERT_TRUE(std::isfinite(v));
+  // Both kernel choices for M > 4: packed panels, and streaming (batch-invariant mode).
+  for (bool invariant : {false, true}) {
+    BatchInvariantScope scope(invariant);
+    std::vector<float> out(c.M * c.N, -1.0f);
+    const size_t bytes = avx2::LinearWorkspaceBytes(c.M, w.view, opt, pool.num_threads());
+    avx2::Linear(x.data(), c.M, w.view, out.data(), opt, &pool, ws.Get(bytes), bytes);
+    EXPECT_LE(RelError(out, ref_out), kLinearRelBound) << CaseName(c) << " invariant " << invariant;
+    for (float v : out) ASSERT_TRUE(std::isfinite(v));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, LinearVsReferenceTest, ::testing::ValuesIn(LinearCases()),
@@ -186,9 +212,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, LinearVsReferenceTest, ::testing::ValuesIn(Lin
 // Batch invariance (issue #3): the same row alone and inside batches of 3, 17 and 64 rows at
 // different positions, with 1, 2 and 3 threads, gives bitwise identical outputs.
 TEST(LinearBatchInvarianceTest, RowIndependentOfBatchAndThreads) {
-  EnvConfig env = Env();
-  env.batch_invariant = true;
-  SetEnvConfigForTesting(env);
+  BatchInvariantScope invariant(true);
   struct Fmt {
     WeightDType d;
     ScaleDType s;
@@ -198,13 +222,15 @@ TEST(LinearBatchInvarianceTest, RowIndependentOfBatchAndThreads) {
   const Fmt fmts[] = {{WeightDType::kF32, ScaleDType::kE8M0, false, 300},
                       {WeightDType::kBF16, ScaleDType::kE8M0, false, 1000},
                       {WeightDType::kFP8Block, ScaleDType::kE8M0, true, 1000},
+                      {WeightDType::kFP8Block, ScaleDType::kE8M0, false, 333},
                       {WeightDType::kFP8Block, ScaleDType::kF32, true, 260},
                       {WeightDType::kMXFP4, ScaleDType::kE8M0, true, 1056}};
   ThreadPool pool1(1), pool2(2), pool3(3);
   for (const Fmt& f : fmts) {
     std::mt19937 rng(1234 + static_cast<int>(f.d) * 7 + f.K);
     const int64_t N = 333;
-    TestWeight w = MakeWeight(f.d, f.s, N, f.K, rng);
+    // FP8 without NaN codes so that its decode fast path is what gets checked.
+    TestWeight w = MakeWeight(f.d, f.s, N, f.K, rng, /*nan_free=*/f.K == 333);
     LinearOptions opt;
     opt.quantize_activations = f.q;
     std::vector<float> row = RandomVector(f.K, rng);
@@ -250,6 +276,182 @@ TEST(LinearTest, HandComputedSmallProduct) {
     Linear(x, 1, w, y, opt, nullptr, ws.Get(bytes), bytes);
     EXPECT_EQ(y[0], 10.0f - 2.0f);
     EXPECT_EQ(y[1], 20.0f + 3.0f);
+  }
+}
+
+// FP8 decode fast path (bit-placement decoder, block scale folded into x): every one of the 256
+// e4m3 codes, through M = 1..4 (each MR kernel), in the 32-column body, the 8-column step and the
+// K tail, with scales inside the fast range, on its edges (2^-107, 2^7) and outside (fallback).
+// x is one-hot, so y[n] is exactly the decoded weight times its block scale; the expectation
+// comes from the scalar format decoder (formats.h), with NaN codes read as 0 (spec §2.4).
+TEST(LinearDecodeTest, Fp8AllCodesExact) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  const int64_t N = 256, K = 141;  // 4 x 32 + 8 + 5 tail columns; 2 column blocks
+  std::vector<uint8_t> codes(N * K);
+  for (int64_t n = 0; n < N; ++n) std::fill(codes.begin() + n * K, codes.begin() + (n + 1) * K, n);
+  for (int e0 : {127, 117, 20, 19, 134, 135}) {
+    // Scale block (rb, cb) has exponent byte e0 + cb - rb (column block 1 differs).
+    std::vector<uint8_t> scales = {static_cast<uint8_t>(e0), static_cast<uint8_t>(e0 + 1),
+                                   static_cast<uint8_t>(e0 - 1), static_cast<uint8_t>(e0)};
+    const WeightView w{
+        WeightDType::kFP8Block, codes.data(), scales.data(), ScaleDType::kE8M0, N, K};
+    for (int64_t M = 1; M <= 4; ++M) {
+      for (int64_t col : {int64_t{0}, int64_t{37}, int64_t{130}, int64_t{133}, int64_t{140}}) {
+        // Row m of x is one-hot at column (col + m) % K.
+        std::vector<float> x(M * K, 0.0f), y(M * N, -1.0f);
+        for (int64_t m = 0; m < M; ++m) x[m * K + (col + m) % K] = 1.0f;
+        Workspace ws;
+        const size_t bytes = avx2::LinearWorkspaceBytes(M, w, LinearOptions(), 1);
+        avx2::Linear(x.data(), M, w, y.data(), LinearOptions(), nullptr, ws.Get(bytes), bytes);
+        for (int64_t m = 0; m < M; ++m) {
+          const int64_t k = (col + m) % K;
+          for (int64_t n = 0; n < N; ++n) {
+            const uint8_t c = static_cast<uint8_t>(n);
+            const float v = (c & 0x7F) == 0x7F ? 0.0f : Fp8E4m3ToFloat(c);
+            const float expect = v * E8m0ToFloat(scales[(n / 128) * 2 + k / 128]);
+            ASSERT_EQ(y[m * N + n], expect)
+                << "code " << n << " e0 " << e0 << " M " << M << " k " << k;
+          }
+        }
+      }
+    }
+  }
+}
+
+// MXFP4 decode path: all 16 e2m1 codes in the low (even column) and high (odd column) nibble,
+// in a full 64-column superblock and in a 32-column tail, with E8M0 scales from 2^-127 (byte 0,
+// decoded as DS4 does) to 2^127, for M = 1..4 and 6, with and without batch-invariant mode. One-hot
+// x: y[n] = e2m1 · scale exactly (from the spec's value table in formats.h).
+TEST(LinearDecodeTest, Mxfp4AllCodesExact) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  const int64_t N = 16 * 6, K = 96;  // one superblock + a 32-column tail
+  const uint8_t exps[6] = {0, 1, 100, 127, 140, 254};
+  // Row 16·i + c: every byte = c (low nibble) | (15 - c) (high nibble); scale byte exps[i],
+  // except block 1 of each row, which gets exps[(i + 1) % 6].
+  std::vector<uint8_t> data(N * K / 2), scales(N * K / 32);
+  for (int64_t n = 0; n < N; ++n) {
+    const int c = static_cast<int>(n % 16), i = static_cast<int>(n / 16);
+    std::fill(data.begin() + n * K / 2, data.begin() + (n + 1) * K / 2, PackFp4Pair(c, 15 - c));
+    for (int64_t b = 0; b < K / 32; ++b) scales[n * (K / 32) + b] = exps[b == 1 ? (i + 1) % 6 : i];
+  }
+  const WeightView w{WeightDType::kMXFP4, data.data(), scales.data(), ScaleDType::kE8M0, N, K};
+  for (bool invariant : {false, true}) {
+    BatchInvariantScope scope(invariant);
+    for (int64_t M : {1, 2, 3, 4, 6}) {
+      for (int64_t col : {0, 1, 30, 33, 62, 63, 64, 95}) {
+        std::vector<float> x(M * K, 0.0f), y(M * N, -1.0f);
+        for (int64_t m = 0; m < M; ++m) x[m * K + (col + 2 * m) % K] = 1.0f;
+        Workspace ws;
+        const size_t bytes = avx2::LinearWorkspaceBytes(M, w, LinearOptions(), 1);
+        avx2::Linear(x.data(), M, w, y.data(), LinearOptions(), nullptr, ws.Get(bytes), bytes);
+        for (int64_t m = 0; m < M; ++m) {
+          const int64_t k = (col + 2 * m) % K;
+          for (int64_t n = 0; n < N; ++n) {
+            const int c = static_cast<int>(n % 16);
+            const float v = kFp4E2m1Table[k % 2 == 0 ? c : 15 - c];
+            const float expect = v * E8m0ToFloat(scales[n * (K / 32) + k / 32]);
+            ASSERT_EQ(FloatBits(y[m * N + n] + 0.0f), FloatBits(expect + 0.0f))
+                << "n " << n << " M " << M << " k " << k << " invariant " << invariant;
+          }
+        }
+      }
+    }
+  }
+}
+
+// MXFP4 uses one summation order for every M, so even without DEEPINFER_BATCH_INVARIANT a row's
+// output is bitwise the same alone and inside batches (prefill-sized ones included).
+TEST(LinearDecodeTest, Mxfp4RowIndependentOfBatchWithoutFlag) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  BatchInvariantScope scope(false);
+  ThreadPool pool(2);
+  std::mt19937 rng(99);
+  const int64_t N = 70, K = 224;
+  TestWeight w = MakeWeight(WeightDType::kMXFP4, ScaleDType::kE8M0, N, K, rng);
+  LinearOptions opt;
+  opt.quantize_activations = true;
+  const std::vector<float> row = RandomVector(K, rng);
+  Workspace ws;
+  auto run = [&](const std::vector<float>& x, int64_t M) {
+    std::vector<float> y(M * N);
+    const size_t bytes = LinearWorkspaceBytes(M, w.view, opt, &pool);
+    Linear(x.data(), M, w.view, y.data(), opt, &pool, ws.Get(bytes), bytes);
+    return y;
+  };
+  const std::vector<float> alone = run(row, 1);
+  for (int64_t M : {2, 5, 33, 130}) {
+    std::vector<float> batch = RandomVector(M * K, rng);
+    const int64_t pos = M - 1;
+    std::copy(row.begin(), row.end(), batch.begin() + pos * K);
+    const std::vector<float> y = run(batch, M);
+    for (int64_t n = 0; n < N; ++n) {
+      ASSERT_EQ(FloatBits(y[pos * N + n]), FloatBits(alone[n])) << "M " << M << " n " << n;
+    }
+  }
+}
+
+// All-zero weight blocks (codes +0 and -0) give exactly the bias, through the decode paths.
+TEST(LinearDecodeTest, ZeroBlocksGiveBias) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  std::mt19937 rng(7);
+  const int64_t N = 9, K = 200;
+  std::vector<uint8_t> fp8(N * K), fp4(N * K / 2);
+  for (size_t i = 0; i < fp8.size(); ++i) fp8[i] = (i % 3) ? 0x00 : 0x80;
+  for (size_t i = 0; i < fp4.size(); ++i) fp4[i] = (i % 3) ? 0x08 : 0x80;
+  std::vector<uint8_t> s8(2 * 1, 120), s4(N * K / 32 + 8, 127);
+  std::vector<float> bias = RandomVector(N, rng);
+  for (const WeightView& w :
+       {WeightView{WeightDType::kFP8Block, fp8.data(), s8.data(), ScaleDType::kE8M0, N, K},
+        WeightView{WeightDType::kMXFP4, fp4.data(), s4.data(), ScaleDType::kE8M0, N, 192}}) {
+    for (bool q : {false, true}) {
+      LinearOptions opt;
+      opt.bias = bias.data();
+      opt.quantize_activations = q;
+      std::vector<float> x = RandomVector(3 * w.cols, rng), y(3 * N);
+      Workspace ws;
+      const size_t bytes = avx2::LinearWorkspaceBytes(3, w, opt, 1);
+      avx2::Linear(x.data(), 3, w, y.data(), opt, nullptr, ws.Get(bytes), bytes);
+      for (int64_t i = 0; i < 3 * N; ++i) EXPECT_EQ(y[i], bias[i % N]) << i;
+    }
+  }
+}
+
+// FP8 (NaN-free, so the decode fast path runs) at awkward K against the scalar reference, and
+// bitwise against the packed prefill path: ops.h promises that a row's result does not depend
+// on which kernel computed it, and the packed path decodes with the generic FP8 decoder.
+TEST(LinearDecodeTest, Fp8FastPathMatchesReferenceAndPackedPath) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  BatchInvariantScope scope(false);
+  ThreadPool pool(2);
+  for (int64_t K : {8, 13, 40, 130, 300, 1000, 4100}) {
+    std::mt19937 rng(static_cast<uint32_t>(K));
+    const int64_t N = 37, M = 6;
+    TestWeight w = MakeWeight(WeightDType::kFP8Block, ScaleDType::kE8M0, N, K, rng, true);
+    for (bool q : {false, true}) {
+      LinearOptions opt;
+      opt.quantize_activations = q;
+      std::vector<float> x = RandomVector(M * K, rng);
+      std::vector<float> ref_out(M * N), packed(M * N);
+      Workspace ws;
+      size_t bytes = ref::LinearWorkspaceBytes(M, w.view, opt);
+      ref::Linear(x.data(), M, w.view, ref_out.data(), opt, ws.Get(bytes), bytes);
+      bytes = avx2::LinearWorkspaceBytes(M, w.view, opt, 2);
+      avx2::Linear(x.data(), M, w.view, packed.data(), opt, &pool, ws.Get(bytes), bytes);
+      for (int64_t mr = 1; mr <= 4; ++mr) {  // streamed in groups of mr rows
+        std::vector<float> streamed(M * N);
+        for (int64_t m = 0; m < M; m += mr) {
+          const int64_t rows = std::min(mr, M - m);
+          bytes = avx2::LinearWorkspaceBytes(rows, w.view, opt, 2);
+          avx2::Linear(x.data() + m * K, rows, w.view, streamed.data() + m * N, opt, &pool,
+                       ws.Get(bytes), bytes);
+        }
+        EXPECT_LE(RelError(streamed, ref_out), kLinearRelBound) << "K " << K << " q " << q;
+        for (int64_t i = 0; i < M * N; ++i) {
+          ASSERT_EQ(FloatBits(streamed[i]), FloatBits(packed[i]))
+              << "K " << K << " q " << q << " mr " << mr << " i " << i;
+        }
+      }
+    }
   }
 }
 

@@ -9,13 +9,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -63,15 +62,6 @@ bool GetNonNegative(const json& j, int64_t* out) {
     return true;
   }
   return false;
-}
-
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
-  return ss.str();
 }
 
 }  // namespace
@@ -296,7 +286,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     const fs::path dir(path);
     if (fs::exists(dir / "model.safetensors.index.json", ec)) {
       index_path = (dir / "model.safetensors.index.json").string();
-      ASSIGN_OR_RETURN(std::string text, ReadSmallFile(index_path));
+      ASSIGN_OR_RETURN(std::string text, ReadFileToString(index_path));
       json index = json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (index.is_discarded() || !index.is_object()) {
         return absl::DataLossError(absl::StrCat(index_path, ": not a JSON object"));

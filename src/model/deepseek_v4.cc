@@ -20,17 +20,58 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Per-chunk context.
+// One sequence's chunk inside a forward: rows [row0, row0 + T) of the batch's row arrays hold
+// its tokens at positions [p0, p0 + T).
 struct SeqCtx {
-  int64_t p0 = 0;  // first position
-  int64_t T = 0;   // tokens in the chunk
-  std::span<const int32_t> tokens;
+  int64_t p0 = 0;    // first position
+  int64_t T = 0;     // tokens in the chunk
+  int64_t row0 = 0;  // first row of the chunk in the batch's row arrays
   std::span<const int32_t> block_table;
   uint8_t* state = nullptr;  // this sequence's state slot
   const KvCacheView* kv = nullptr;
 };
 
+// The rows of one forward: every chunk's tokens concatenated in batch order. Token-wise work
+// (embedding, mHC, norms, every Linear, the router and the MoE) runs once over all rows, so a
+// step reads each weight once whatever the number of sequences; only attention and the
+// compressor / indexer state (positions, window ring, compressed KV) loop over `seqs`. Every
+// row's arithmetic is independent of the other rows (the kernels' Linear is row-invariant, and
+// nothing here reduces across rows), so a sequence's logits do not depend on its batch.
+struct RowBatch {
+  std::vector<SeqCtx> seqs;
+  int64_t rows = 0;
+  std::vector<int64_t> pos;     // [rows] absolute position of each row
+  std::vector<int32_t> seq_of;  // [rows] index into seqs
+};
+
 inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// sum_i a[i] * b[i] in FP64 with 8 interleaved partial sums (lane i % 8, combined pairwise in a
+// fixed order), so the FP64 add latency does not serialise the long dot products of attention,
+// the indexer and mHC. The order depends only on n, never on the batch.
+inline double DotF64(const float* a, const float* b, int64_t n) {
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) s[j] += static_cast<double>(a[i + j]) * b[i + j];
+  }
+  for (int j = 0; i < n; ++i, ++j) s[j] += static_cast<double>(a[i]) * b[i];
+  return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+// Runs fn(r) for r in [0, n) on the kernel pool when the work is big enough to pay for the
+// hand-off (`cost` ~ scalar operations per row). Rows are independent, so the result is the same
+// however they are split.
+template <class Fn>
+void ForRows(int64_t n, int64_t cost, Fn&& fn) {
+  if (n <= 1 || n * cost < (int64_t{1} << 15)) {
+    for (int64_t r = 0; r < n; ++r) fn(r);
+    return;
+  }
+  ThreadPool::Default()->ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) fn(r);
+  });
+}
 
 }  // namespace
 
@@ -48,6 +89,7 @@ struct DeepseekV4Model::Impl {
   const Config* cfg = nullptr;
   const KvLayout* layout = nullptr;
   bool bf16 = true;
+  // Hooks of the current forward; only set for one-chunk forwards (see set_tracer/set_debug).
   Tracer* tracer = nullptr;
   std::vector<BlockDebug>* debug = nullptr;
 
@@ -70,20 +112,19 @@ struct DeepseekV4Model::Impl {
     if (tracer != nullptr) tracer->Ints(name, std::span<int32_t>(data, n));
   }
 
-  // Weighted RMSNorm of rows (FP32 math, output rounded).
+  // Weighted RMSNorm of one row (FP32 math, output rounded).
+  void RmsNormRow(const float* xr, const std::vector<float>& w, int64_t dim, float* yr) const {
+    const float eps = static_cast<float>(cfg->rms_eps);
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float var = static_cast<float>(ss / dim);
+    const float rs = 1.0f / std::sqrt(var + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * rs);
+    R(yr, dim);
+  }
   void RmsNorm(const float* x, const std::vector<float>& w, int64_t rows, int64_t dim,
                float* y) const {
-    const float eps = static_cast<float>(cfg->rms_eps);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * dim;
-      float* yr = y + r * dim;
-      double ss = 0;
-      for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-      const float var = static_cast<float>(ss / dim);
-      const float rs = 1.0f / std::sqrt(var + eps);
-      for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * rs);
-      R(yr, dim);
-    }
+    ForRows(rows, 3 * dim, [&](int64_t r) { RmsNormRow(x + r * dim, w, dim, y + r * dim); });
   }
 
   float* StateAt(const SeqCtx& s, int index) const {
@@ -100,11 +141,13 @@ struct DeepseekV4Model::Impl {
   }
 
   // ---------- mHC (spec §3.2, §3.3, §3.8) ----------
+  // X: [T, hc_mult, hidden] streams -> x [T, hidden] (rounded), pre/post [T, hc_mult],
+  // comb [T, hc_mult, hc_mult]. Row-wise.
   void HcPre(const HcWeights& hw, const float* X, int64_t T, float* x, float* pre_out, float* post,
              float* comb) const {
     const int64_t n = cfg->hc_mult, D = cfg->hidden_size, nD = n * D, mix = (2 + n) * n;
     const float eps = static_cast<float>(cfg->hc_eps);
-    for (int64_t t = 0; t < T; ++t) {
+    ForRows(T, (mix + 2 * n) * nD, [&](int64_t t) {
       const float* v = X + t * nD;
       double ss = 0;
       for (int64_t i = 0; i < nD; ++i) ss += static_cast<double>(v[i]) * v[i];
@@ -112,10 +155,7 @@ struct DeepseekV4Model::Impl {
           1.0f / std::sqrt(static_cast<float>(ss / nD) + static_cast<float>(cfg->rms_eps));
       std::vector<float> mixes(mix);
       for (int64_t i = 0; i < mix; ++i) {
-        double acc = 0;
-        const float* f = hw.fn.data() + i * nD;
-        for (int64_t k = 0; k < nD; ++k) acc += static_cast<double>(f[k]) * v[k];
-        mixes[i] = static_cast<float>(acc) * rs;
+        mixes[i] = static_cast<float>(DotF64(hw.fn.data() + i * nD, v, nD)) * rs;
       }
       std::vector<float> pre(n);
       for (int64_t i = 0; i < n; ++i) {
@@ -163,13 +203,13 @@ struct DeepseekV4Model::Impl {
         xt[k] = static_cast<float>(acc);
       }
       R(xt, D);
-    }
+    });
   }
 
   void HcPost(float* X, const float* y, const float* post, const float* comb, int64_t T) const {
     const int64_t n = cfg->hc_mult, D = cfg->hidden_size;
-    std::vector<float> old(n * D);
-    for (int64_t t = 0; t < T; ++t) {
+    ForRows(T, 2 * n * n * D, [&](int64_t t) {
+      std::vector<float> old(n * D);
       float* Xt = X + t * n * D;
       std::memcpy(old.data(), Xt, n * D * 4);
       const float* M = comb + t * n * n;
@@ -181,17 +221,18 @@ struct DeepseekV4Model::Impl {
               R1(static_cast<float>(static_cast<double>(post[t * n + j]) * y[t * D + k] + acc));
         }
       }
-    }
+    });
   }
 
-  // HC head + final norm + head (spec §3.8) for the rows listed in `rows`.
+  // HC head + final norm + head (spec §3.8) for the rows listed in `rows`, one head Linear over
+  // all of them.
   void Logits(const Weights& w, const HcWeights& hc, const std::vector<float>& norm, const float* X,
               const std::vector<int64_t>& rows, float* logits) const {
     const int64_t n = cfg->hc_mult, D = cfg->hidden_size, nD = n * D;
     const int64_t M = static_cast<int64_t>(rows.size());
     if (M == 0) return;
     std::vector<float> h(M * D), hn(M * D);
-    for (int64_t r = 0; r < M; ++r) {
+    ForRows(M, (n + 2) * nD, [&](int64_t r) {
       const float* v = X + rows[r] * nD;
       double ss = 0;
       for (int64_t i = 0; i < nD; ++i) ss += static_cast<double>(v[i]) * v[i];
@@ -199,9 +240,7 @@ struct DeepseekV4Model::Impl {
           1.0f / std::sqrt(static_cast<float>(ss / nD) + static_cast<float>(cfg->rms_eps));
       std::vector<float> pre(n);
       for (int64_t i = 0; i < n; ++i) {
-        double acc = 0;
-        for (int64_t k = 0; k < nD; ++k) acc += static_cast<double>(hc.fn[i * nD + k]) * v[k];
-        const float mixv = static_cast<float>(acc) * rs;
+        const float mixv = static_cast<float>(DotF64(hc.fn.data() + i * nD, v, nD)) * rs;
         pre[i] = Sigmoid(mixv * hc.scale[0] + hc.base[i]) + static_cast<float>(cfg->hc_eps);
       }
       for (int64_t k = 0; k < D; ++k) {
@@ -210,90 +249,91 @@ struct DeepseekV4Model::Impl {
         h[r * D + k] = acc;
       }
       R(h.data() + r * D, D);
-    }
+    });
     RmsNorm(h.data(), norm, M, D, hn.data());
     Lin(w.head, hn.data(), M, logits, /*quantize_act=*/false);
   }
 
   // ---------- compressor (spec §3.6.1, §4) ----------
-  // Feeds the chunk's tokens through the compressor state; completed rows are finished (norm,
-  // RoPE, FP8 or Hadamard+FP4 simulation), traced and written to paged cache `paged`.
-  void Compress(const CompressorWeights& cw, const float* xn, const SeqCtx& s, int state_index,
+  // Projects all rows of the batch (xn: [rows, hidden]) once, then feeds each sequence's tokens
+  // through its compressor state; completed rows are finished (norm, RoPE, FP8 or Hadamard+FP4
+  // simulation), traced (all sequences' completed rows, in batch order) and written to paged
+  // cache `paged`.
+  void Compress(const CompressorWeights& cw, const float* xn, const RowBatch& b, int state_index,
                 int paged, bool indexer, const std::vector<double>& freqs,
                 const std::string& trace_name) const {
-    const int64_t T = s.T, m = cw.ratio, c = cw.width, co = cw.coff * c, D = cfg->hidden_size;
+    const int64_t m = cw.ratio, c = cw.width, co = cw.coff * c;
     const bool overlap = cw.coff == 2;
-    std::vector<float> a(T * co), g(T * co);
-    Lin(cw.wkv, xn, T, a.data(), false);
-    Lin(cw.wgate, xn, T, g.data(), false);
-    (void)D;
-    float* st = StateAt(s, state_index);  // [slots][2][co]
-    const int64_t slots = cw.coff * m;
-    auto slot_a = [&](int64_t i) { return st + i * 2 * co; };
-    auto slot_g = [&](int64_t i) { return st + i * 2 * co + co; };
+    std::vector<float> a(b.rows * co), g(b.rows * co);
+    Lin(cw.wkv, xn, b.rows, a.data(), false);
+    Lin(cw.wgate, xn, b.rows, g.data(), false);
     std::vector<float> rows;
-    std::vector<int64_t> row_ids;
-    std::vector<float> gates(2 * m), vals(2 * m);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t p = s.p0 + t;
-      const int64_t slot = overlap ? m + p % m : p % m;
-      std::memcpy(slot_a(slot), a.data() + t * co, co * 4);
-      const float* ape = cw.ape.data() + (p % m) * co;
-      for (int64_t k = 0; k < co; ++k) slot_g(slot)[k] = g[t * co + k] + ape[k];
-      if ((p + 1) % m != 0) continue;
-      std::vector<float> pooled(c);
-      for (int64_t k = 0; k < c; ++k) {
-        int64_t nv = 0;
+    std::vector<std::pair<int32_t, int64_t>> row_ids;  // (sequence, compressed row)
+    std::vector<float> gates(2 * m), vals(2 * m), pooled(c), row(c);
+    for (int32_t si = 0; si < static_cast<int32_t>(b.seqs.size()); ++si) {
+      const SeqCtx& s = b.seqs[si];
+      float* st = StateAt(s, state_index);  // [slots][2][co]
+      auto slot_a = [&](int64_t i) { return st + i * 2 * co; };
+      auto slot_g = [&](int64_t i) { return st + i * 2 * co + co; };
+      for (int64_t t = 0; t < s.T; ++t) {
+        const int64_t p = s.p0 + t, r = s.row0 + t;
+        const int64_t slot = overlap ? m + p % m : p % m;
+        std::memcpy(slot_a(slot), a.data() + r * co, co * 4);
+        const float* ape = cw.ape.data() + (p % m) * co;
+        for (int64_t k = 0; k < co; ++k) slot_g(slot)[k] = g[r * co + k] + ape[k];
+        if ((p + 1) % m != 0) continue;
+        for (int64_t k = 0; k < c; ++k) {
+          int64_t nv = 0;
+          if (overlap) {
+            for (int64_t i = 0; i < m; ++i) {
+              gates[nv] = slot_g(i)[k];
+              vals[nv++] = slot_a(i)[k];
+            }
+            for (int64_t i = 0; i < m; ++i) {
+              gates[nv] = slot_g(m + i)[c + k];
+              vals[nv++] = slot_a(m + i)[c + k];
+            }
+          } else {
+            for (int64_t i = 0; i < m; ++i) {
+              gates[nv] = slot_g(i)[k];
+              vals[nv++] = slot_a(i)[k];
+            }
+          }
+          float mx = kNegInf;
+          for (int64_t i = 0; i < nv; ++i) mx = std::max(mx, gates[i]);
+          float sum = 0;
+          for (int64_t i = 0; i < nv; ++i) {
+            gates[i] = std::exp(gates[i] - mx);
+            sum += gates[i];
+          }
+          double acc = 0;
+          for (int64_t i = 0; i < nv; ++i) acc += static_cast<double>(vals[i]) * (gates[i] / sum);
+          pooled[k] = static_cast<float>(acc);
+        }
         if (overlap) {
-          for (int64_t i = 0; i < m; ++i) {
-            gates[nv] = slot_g(i)[k];
-            vals[nv++] = slot_a(i)[k];
-          }
-          for (int64_t i = 0; i < m; ++i) {
-            gates[nv] = slot_g(m + i)[c + k];
-            vals[nv++] = slot_a(m + i)[c + k];
-          }
+          for (int64_t i = 0; i < m; ++i) std::memcpy(slot_a(i), slot_a(m + i), 2 * co * 4);
+        }
+        R(pooled.data(), c);
+        RmsNormRow(pooled.data(), cw.norm, c, row.data());
+        const int64_t rd = cfg->rope_dim;
+        ApplyRope(row.data() + c - rd, static_cast<int>(rd), freqs, p + 1 - m, false);
+        R(row.data() + c - rd, rd);
+        if (indexer) {
+          Hadamard128InPlace(row.data());
+          R(row.data(), c);
+          Fp4SimInPlace(row.data(), c);
         } else {
-          for (int64_t i = 0; i < m; ++i) {
-            gates[nv] = slot_g(i)[k];
-            vals[nv++] = slot_a(i)[k];
-          }
+          Fp8SimInPlace(row.data(), c - rd, 64);
         }
-        float mx = kNegInf;
-        for (int64_t i = 0; i < nv; ++i) mx = std::max(mx, gates[i]);
-        float sum = 0;
-        for (int64_t i = 0; i < nv; ++i) {
-          gates[i] = std::exp(gates[i] - mx);
-          sum += gates[i];
-        }
-        double acc = 0;
-        for (int64_t i = 0; i < nv; ++i) acc += static_cast<double>(vals[i]) * (gates[i] / sum);
-        pooled[k] = static_cast<float>(acc);
+        rows.insert(rows.end(), row.begin(), row.end());
+        row_ids.push_back({si, p / m});
       }
-      if (overlap) {
-        for (int64_t i = 0; i < m; ++i) std::memcpy(slot_a(i), slot_a(m + i), 2 * co * 4);
-      }
-      R(pooled.data(), c);
-      std::vector<float> row(c);
-      RmsNorm(pooled.data(), cw.norm, 1, c, row.data());
-      const int64_t rd = cfg->rope_dim;
-      ApplyRope(row.data() + c - rd, static_cast<int>(rd), freqs, p + 1 - m, false);
-      R(row.data() + c - rd, rd);
-      if (indexer) {
-        Hadamard128InPlace(row.data());
-        R(row.data(), c);
-        Fp4SimInPlace(row.data(), c);
-      } else {
-        Fp8SimInPlace(row.data(), c - rd, 64);
-      }
-      rows.insert(rows.end(), row.begin(), row.end());
-      row_ids.push_back(p / m);
     }
-    (void)slots;
     if (rows.empty()) return;
     TraceF(trace_name, rows.data(), static_cast<int64_t>(rows.size()));
     for (size_t i = 0; i < row_ids.size(); ++i) {
-      std::memcpy(PagedRow(s, paged, row_ids[i], m), rows.data() + i * c, c * 4);
+      std::memcpy(PagedRow(b.seqs[row_ids[i].first], paged, row_ids[i].second, m),
+                  rows.data() + i * c, c * 4);
     }
   }
 
@@ -307,11 +347,13 @@ struct DeepseekV4Model::Impl {
   }
 
   // ---------- attention (spec §3.5, §3.6) ----------
+  // xn: [rows, hidden] -> out [rows, hidden]. Projections run over all rows; the indexer's
+  // scores and the attention itself read each row's own sequence's cache.
   void Attention(const BlockWeights& bw, const BlockInfo& bi, const std::string& pfx,
-                 const float* xn, const SeqCtx& s, float* out, BlockDebug* dbg) const {
+                 const float* xn, const RowBatch& b, float* out, BlockDebug* dbg) const {
     const Config& c = *cfg;
     const AttentionWeights& aw = bw.attn;
-    const int64_t T = s.T, D = c.hidden_size, H = c.num_heads, d = c.head_dim, rd = c.rope_dim;
+    const int64_t T = b.rows, D = c.hidden_size, H = c.num_heads, d = c.head_dim, rd = c.rope_dim;
     const int64_t W = c.window, m = bw.ratio;
     const float eps = static_cast<float>(c.rms_eps);
     // q
@@ -322,7 +364,7 @@ struct DeepseekV4Model::Impl {
     TraceF(pfx + "attn.qr", qr.data(), qr.size());
     Lin(aw.wq_b, qr.data(), T, q.data(), true);
     R(q.data(), q.size());
-    for (int64_t t = 0; t < T; ++t) {
+    ForRows(T, 8 * H * d, [&](int64_t t) {
       for (int64_t h = 0; h < H; ++h) {
         float* qh = q.data() + (t * H + h) * d;
         // Per-head unweighted RMSNorm, done on BF16 tensors in the reference:
@@ -332,10 +374,10 @@ struct DeepseekV4Model::Impl {
         const float var = R1(ss / d);
         const float rs = R1(1.0f / std::sqrt(R1(var + eps)));
         for (int64_t i = 0; i < d; ++i) qh[i] = R1(qh[i] * rs);
-        ApplyRope(qh + d - rd, static_cast<int>(rd), bi.freqs, s.p0 + t, false);
+        ApplyRope(qh + d - rd, static_cast<int>(rd), bi.freqs, b.pos[t], false);
         R(qh + d - rd, rd);
       }
-    }
+    });
     // (The trace's attn.q holds the final query: per-head normed and RoPE'd.)
     TraceF(pfx + "attn.q", q.data(), q.size());
     // window kv
@@ -343,34 +385,34 @@ struct DeepseekV4Model::Impl {
     Lin(aw.wkv, xn, T, kva.data(), true);
     R(kva.data(), kva.size());
     RmsNorm(kva.data(), aw.kv_norm, T, d, kv.data());
-    for (int64_t t = 0; t < T; ++t) {
+    ForRows(T, 8 * d, [&](int64_t t) {
       float* k = kv.data() + t * d;
-      ApplyRope(k + d - rd, static_cast<int>(rd), bi.freqs, s.p0 + t, false);
+      ApplyRope(k + d - rd, static_cast<int>(rd), bi.freqs, b.pos[t], false);
       R(k + d - rd, rd);
       Fp8SimInPlace(k, d - rd, 64);
-    }
+    });
     TraceF(pfx + "attn.kv", kv.data(), kv.size());
 
     // compressed rows and the indexer
-    std::vector<std::vector<int32_t>> selected;  // CSA: per token
+    std::vector<std::vector<int32_t>> selected;  // CSA: per row
     if (m > 0) {
       if (aw.has_indexer) {
         const int64_t IH = c.index_n_heads, ID = c.index_head_dim;
         std::vector<float> qi(T * IH * ID), wts(T * IH);
         Lin(aw.idx_wq_b, qr.data(), T, qi.data(), true);
         R(qi.data(), qi.size());
-        for (int64_t t = 0; t < T; ++t) {
+        ForRows(T, 16 * IH * ID, [&](int64_t t) {
           for (int64_t h = 0; h < IH; ++h) {
             float* qh = qi.data() + (t * IH + h) * ID;
-            ApplyRope(qh + ID - rd, static_cast<int>(rd), bi.freqs, s.p0 + t, false);
+            ApplyRope(qh + ID - rd, static_cast<int>(rd), bi.freqs, b.pos[t], false);
             R(qh + ID - rd, rd);
             Hadamard128InPlace(qh);
             R(qh, ID);
             Fp4SimInPlace(qh, ID);
           }
-        }
+        });
         TraceF(pfx + "attn.indexer.q", qi.data(), qi.size());
-        Compress(aw.idx_compressor, xn, s, bi.state_idx_comp, bi.paged_idx, true, bi.freqs,
+        Compress(aw.idx_compressor, xn, b, bi.state_idx_comp, bi.paged_idx, true, bi.freqs,
                  pfx + "attn.indexer.rows");
         Lin(aw.idx_weights_proj, xn, T, wts.data(), false);
         R(wts.data(), wts.size());
@@ -378,31 +420,34 @@ struct DeepseekV4Model::Impl {
                                                 std::pow(static_cast<double>(IH), -0.5));
         for (auto& v : wts) v = R1(v * wscale);
         TraceF(pfx + "attn.indexer.weights", wts.data(), wts.size());
-        // scores and top-k
+        // scores and top-k, per row against its own sequence's indexer keys
         const int64_t K = c.index_topk;
         selected.resize(T);
         std::vector<int32_t> sel_flat(T * K, -1);
+        // Tracing (one-chunk forwards only) scores every row of the chunk, as the reference does.
         std::vector<float> all_scores;
-        const int64_t end_rows = (s.p0 + T) / m;
-        if (tracer != nullptr) all_scores.assign(T * end_rows, 0.f);
-        for (int64_t t = 0; t < T; ++t) {
-          const int64_t p = s.p0 + t, nvis = (p + 1) / m;
-          // Rows not yet visible to p are scored only for the trace (the reference scores every
-          // row of the chunk and masks afterwards).
+        int64_t end_rows = 0;
+        if (tracer != nullptr) {
+          CHECK_EQ(b.seqs.size(), 1u);
+          end_rows = (b.seqs[0].p0 + b.seqs[0].T) / m;
+          all_scores.assign(T * end_rows, 0.f);
+        }
+        ForRows(T, 4 * IH * ID * std::max<int64_t>(1, (b.pos[T - 1] + 1) / m), [&](int64_t t) {
+          const SeqCtx& s = b.seqs[b.seq_of[t]];
+          const int64_t p = b.pos[t], nvis = (p + 1) / m;
+          // Rows not yet visible to p are scored only for the trace.
           const int64_t nscore = tracer != nullptr ? end_rows : nvis;
           std::vector<std::pair<float, int32_t>> sc(nscore);
-          for (int64_t b = 0; b < nscore; ++b) {
-            const float* kb = PagedRow(s, bi.paged_idx, b, m);
+          for (int64_t r = 0; r < nscore; ++r) {
+            const float* kb = PagedRow(s, bi.paged_idx, r, m);
             double acc = 0;
             for (int64_t h = 0; h < IH; ++h) {
               const float* qh = qi.data() + (t * IH + h) * ID;
-              double dot = 0;
-              for (int64_t i = 0; i < ID; ++i) dot += static_cast<double>(qh[i]) * kb[i];
-              acc += std::max(dot, 0.0) * wts[t * IH + h];
+              acc += std::max(DotF64(qh, kb, ID), 0.0) * wts[t * IH + h];
             }
             // Selection uses the unrounded score (the oracle's order on BF16 near-ties).
-            sc[b] = {static_cast<float>(acc), static_cast<int32_t>(b)};
-            if (tracer != nullptr) all_scores[t * end_rows + b] = R1(sc[b].first);
+            sc[r] = {static_cast<float>(acc), static_cast<int32_t>(r)};
+            if (tracer != nullptr) all_scores[t * end_rows + r] = R1(sc[r].first);
           }
           const int64_t k = std::min<int64_t>(K, nvis);
           sc.resize(nvis);
@@ -410,7 +455,7 @@ struct DeepseekV4Model::Impl {
             return x.first > y.first || (x.first == y.first && x.second < y.second);
           });
           for (int64_t j = 0; j < k; ++j) sel_flat[t * K + j] = sc[j].second;
-        }
+        });
         if (tracer != nullptr) {
           TraceF(pfx + "index_scores", all_scores.data(), all_scores.size());
           TraceI(pfx + "attn.indexer.selected", sel_flat.data(), sel_flat.size());
@@ -422,12 +467,12 @@ struct DeepseekV4Model::Impl {
         }
         if (dbg != nullptr) dbg->indexer_rows = selected[T - 1];
       }
-      Compress(aw.compressor, xn, s, bi.state_comp, bi.paged_kv, false, bi.freqs,
+      Compress(aw.compressor, xn, b, bi.state_comp, bi.paged_kv, false, bi.freqs,
                pfx + "attn.compressor.rows");
     }
 
-    // attention
-    const float* ring = StateAt(s, bi.state_window);
+    // attention: each row over its own sequence's window (this chunk's rows + the ring) and
+    // compressed rows
     std::vector<float> o(T * H * d);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     ThreadPool::Default()->ParallelFor(T, [&](int64_t tb, int64_t te) {
@@ -435,17 +480,20 @@ struct DeepseekV4Model::Impl {
       std::vector<float> scores;
       std::vector<double> acc(d);
       for (int64_t t = tb; t < te; ++t) {
-        const int64_t p = s.p0 + t;
+        const SeqCtx& s = b.seqs[b.seq_of[t]];
+        const float* ring = StateAt(s, bi.state_window);
+        const float* chunk_kv = kv.data() + s.row0 * d;
+        const int64_t p = b.pos[t];
         keys.clear();
         for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
-          keys.push_back(j >= s.p0 ? kv.data() + (j - s.p0) * d : ring + (j % W) * d);
+          keys.push_back(j >= s.p0 ? chunk_kv + (j - s.p0) * d : ring + (j % W) * d);
         }
         if (m > 0) {
           if (aw.has_indexer) {
-            for (int32_t b : selected[t]) keys.push_back(PagedRow(s, bi.paged_kv, b, m));
+            for (int32_t r : selected[t]) keys.push_back(PagedRow(s, bi.paged_kv, r, m));
           } else {
-            for (int64_t b = 0; b < (p + 1) / m; ++b)
-              keys.push_back(PagedRow(s, bi.paged_kv, b, m));
+            for (int64_t r = 0; r < (p + 1) / m; ++r)
+              keys.push_back(PagedRow(s, bi.paged_kv, r, m));
           }
         }
         const int64_t nk = static_cast<int64_t>(keys.size());
@@ -454,9 +502,7 @@ struct DeepseekV4Model::Impl {
           const float* qh = q.data() + (t * H + h) * d;
           float mx = kNegInf;
           for (int64_t j = 0; j < nk; ++j) {
-            double dot = 0;
-            for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(qh[i]) * keys[j][i];
-            scores[j] = static_cast<float>(dot) * scale;
+            scores[j] = static_cast<float>(DotF64(qh, keys[j], d)) * scale;
             mx = std::max(mx, scores[j]);
           }
           double denom = 0;
@@ -478,10 +524,10 @@ struct DeepseekV4Model::Impl {
     TraceF(pfx + "attn.o", o.data(), o.size());
 
     // window ring update (after every query of the chunk read the old contents)
-    {
+    for (const SeqCtx& s : b.seqs) {
       float* ring_w = StateAt(s, bi.state_window);
-      for (int64_t t = std::max<int64_t>(0, T - W); t < T; ++t) {
-        std::memcpy(ring_w + ((s.p0 + t) % W) * d, kv.data() + t * d, d * 4);
+      for (int64_t t = std::max<int64_t>(0, s.T - W); t < s.T; ++t) {
+        std::memcpy(ring_w + ((s.p0 + t) % W) * d, kv.data() + (s.row0 + t) * d, d * 4);
       }
     }
 
@@ -535,11 +581,15 @@ struct DeepseekV4Model::Impl {
     R(y, M * D);
   }
 
-  void Moe(const BlockWeights& bw, const std::string& pfx, const float* xn, const SeqCtx& s,
+  // xn: [T, hidden] (all rows of the batch) -> out [T, hidden]. Tokens are grouped by routed
+  // expert over the whole batch, so each expert's weights are read once per step with M = the
+  // tokens routed to it; every token still sums its experts in expert-id order, so its result
+  // does not depend on the other tokens.
+  void Moe(const BlockWeights& bw, const std::string& pfx, const float* xn, int64_t T,
            std::span<const int32_t> route_tokens, float* out, BlockDebug* dbg) const {
     const Config& c = *cfg;
     const MoeWeights& mw = bw.ffn;
-    const int64_t T = s.T, D = c.hidden_size, E = c.n_routed_experts, K = c.n_active_experts;
+    const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.n_active_experts;
     std::vector<float> logits(T * E);
     Lin(mw.gate, xn, T, logits.data(), false);
     for (auto& l : logits) {
@@ -607,18 +657,23 @@ struct DeepseekV4Model::Impl {
   }
 
   // ---------- block (spec §3.4) ----------
+  // X: [rows, hc_mult, hidden] streams of every row of the batch, updated in place.
+  // route_tokens: [rows] token ids for hash routing.
   void Block(const BlockWeights& bw, const BlockInfo& bi, const std::string& pfx, float* X,
-             const SeqCtx& s, std::span<const int32_t> route_tokens) const {
+             const RowBatch& b, std::span<const int32_t> route_tokens) const {
     const Config& c = *cfg;
-    const int64_t T = s.T, n = c.hc_mult, D = c.hidden_size;
+    const int64_t T = b.rows, n = c.hc_mult, D = c.hidden_size;
     BlockDebug* dbg = nullptr;
     if (debug != nullptr) {
       debug->emplace_back();
       dbg = &debug->back();
     }
-    if (s.p0 == 0 && bw.ratio > 0) {
-      ResetCompressorState(s, bi.state_comp, bw.attn.compressor);
-      if (bw.attn.has_indexer) ResetCompressorState(s, bi.state_idx_comp, bw.attn.idx_compressor);
+    if (bw.ratio > 0) {
+      for (const SeqCtx& s : b.seqs) {
+        if (s.p0 != 0) continue;
+        ResetCompressorState(s, bi.state_comp, bw.attn.compressor);
+        if (bw.attn.has_indexer) ResetCompressorState(s, bi.state_idx_comp, bw.attn.idx_compressor);
+      }
     }
     TraceF(pfx + "X_in", X, T * n * D);
     std::vector<float> x(T * D), xn(T * D), y(T * D), pre(T * n), post(T * n), comb(T * n * n);
@@ -633,11 +688,11 @@ struct DeepseekV4Model::Impl {
       if (site == 0) {
         RmsNorm(x.data(), bw.attn_norm, T, D, xn.data());
         TraceF(pfx + "attn_norm.out", xn.data(), xn.size());
-        Attention(bw, bi, pfx, xn.data(), s, y.data(), dbg);
+        Attention(bw, bi, pfx, xn.data(), b, y.data(), dbg);
       } else {
         RmsNorm(x.data(), bw.ffn_norm, T, D, xn.data());
         TraceF(pfx + "ffn_norm.out", xn.data(), xn.size());
-        Moe(bw, pfx, xn.data(), s, route_tokens, y.data(), dbg);
+        Moe(bw, pfx, xn.data(), T, route_tokens, y.data(), dbg);
       }
       HcPost(X, y.data(), post.data(), comb.data(), T);
       TraceF(pfx + (site == 0 ? "X_mid" : "X"), X, T * n * D);
@@ -735,9 +790,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
   return m;
 }
 
-absl::Status DeepseekV4Model::ForwardChunk(const SequenceChunk& chunk, const KvCacheView& kv,
-                                           std::vector<float>* logits,
-                                           std::vector<float>* final_streams) {
+absl::Status DeepseekV4Model::ValidateChunk(const SequenceChunk& chunk,
+                                            const KvCacheView& kv) const {
   const Config& c = cfg_;
   const int64_t T = static_cast<int64_t>(chunk.tokens.size());
   if (T == 0) return absl::InvalidArgumentError("DeepSeek-V4 forward: empty chunk");
@@ -770,40 +824,86 @@ absl::Status DeepseekV4Model::ForwardChunk(const SequenceChunk& chunk, const KvC
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status DeepseekV4Model::Run(std::span<const SequenceChunk> chunks, const KvCacheView& kv,
+                                  ForwardOutput* out, std::vector<float>* final_streams) {
+  const Config& c = cfg_;
+  if (chunks.empty()) return absl::InvalidArgumentError("DeepSeek-V4 forward: empty batch");
+  // Validate the whole batch before anything is written.
+  std::vector<int32_t> slots;
+  for (const SequenceChunk& chunk : chunks) {
+    RETURN_IF_ERROR(ValidateChunk(chunk, kv));
+    slots.push_back(chunk.state_slot);
+  }
+  std::sort(slots.begin(), slots.end());
+  if (auto dup = std::adjacent_find(slots.begin(), slots.end()); dup != slots.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DeepSeek-V4 forward: state slot ", *dup, " used by two chunks of one batch"));
+  }
+
   Impl& im = *impl_;
-  im.tracer = tracer_;
-  im.debug = debug_;
-  SeqCtx s;
-  s.p0 = chunk.start_pos;
-  s.T = T;
-  s.tokens = chunk.tokens;
-  s.block_table = chunk.block_table;
-  s.state = kv.state_base + static_cast<int64_t>(chunk.state_slot) * layout_.StateBytes();
-  s.kv = &kv;
-  const int64_t n = c.hc_mult, D = c.hidden_size;
+  // The hooks observe [chunk tokens, ...] arrays of one chunk; a multi-chunk batch skips them.
+  const bool hooks = chunks.size() == 1;
+  im.tracer = hooks ? tracer_ : nullptr;
+  im.debug = hooks ? debug_ : nullptr;
+
+  RowBatch b;
+  std::vector<int32_t> tokens;
+  for (const SequenceChunk& chunk : chunks) {
+    SeqCtx s;
+    s.p0 = chunk.start_pos;
+    s.T = static_cast<int64_t>(chunk.tokens.size());
+    s.row0 = b.rows;
+    s.block_table = chunk.block_table;
+    s.state = kv.state_base + static_cast<int64_t>(chunk.state_slot) * layout_.StateBytes();
+    s.kv = &kv;
+    for (int64_t t = 0; t < s.T; ++t) {
+      b.pos.push_back(s.p0 + t);
+      b.seq_of.push_back(static_cast<int32_t>(b.seqs.size()));
+    }
+    tokens.insert(tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
+    b.rows += s.T;
+    b.seqs.push_back(s);
+  }
+  const int64_t T = b.rows, n = c.hc_mult, D = c.hidden_size;
   std::vector<float> X(T * n * D);
-  std::vector<float> e(D);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t k = 0; k < D; ++k) e[k] = w_->embed.At(chunk.tokens[t], k);
-    for (int64_t st = 0; st < n; ++st) std::memcpy(X.data() + (t * n + st) * D, e.data(), D * 4);
-  }
+  ForRows(T, n * D, [&](int64_t t) {
+    float* x0 = X.data() + t * n * D;
+    for (int64_t k = 0; k < D; ++k) x0[k] = w_->embed.At(tokens[t], k);
+    for (int64_t st = 1; st < n; ++st) std::memcpy(x0 + st * D, x0, D * 4);
+  });
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    im.Block(w_->blocks[l], im.blocks[l], absl::StrCat("layers.", l, "."), X.data(), s,
-             chunk.tokens);
+    im.Block(w_->blocks[l], im.blocks[l], absl::StrCat("layers.", l, "."), X.data(), b, tokens);
   }
-  if (tracer_ != nullptr) tracer_->Floats("X_final", std::span<float>(X));
+  if (im.tracer != nullptr) im.tracer->Floats("X_final", std::span<float>(X));
   std::vector<int64_t> rows;
-  if (chunk.logits == LogitsMode::kLast) {
-    rows.push_back(T - 1);
-  } else if (chunk.logits == LogitsMode::kAll) {
-    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+  out->chunk_row_begin.assign(1, 0);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const SeqCtx& s = b.seqs[i];
+    if (chunks[i].logits == LogitsMode::kLast) {
+      rows.push_back(s.row0 + s.T - 1);
+    } else if (chunks[i].logits == LogitsMode::kAll) {
+      for (int64_t t = 0; t < s.T; ++t) rows.push_back(s.row0 + t);
+    }
+    out->chunk_row_begin.push_back(static_cast<int64_t>(rows.size()));
   }
-  logits->assign(rows.size() * c.vocab_size, 0.f);
-  im.Logits(*w_, w_->hc_head, w_->norm, X.data(), rows, logits->data());
-  if (tracer_ != nullptr && chunk.logits == LogitsMode::kAll) {
-    tracer_->Floats("logits", std::span<float>(*logits));
+  out->logits.assign(rows.size() * c.vocab_size, 0.f);
+  im.Logits(*w_, w_->hc_head, w_->norm, X.data(), rows, out->logits.data());
+  if (im.tracer != nullptr && chunks[0].logits == LogitsMode::kAll) {
+    im.tracer->Floats("logits", std::span<float>(out->logits));
   }
   if (final_streams != nullptr) *final_streams = std::move(X);
+  return absl::OkStatus();
+}
+
+absl::Status DeepseekV4Model::ForwardChunk(const SequenceChunk& chunk, const KvCacheView& kv,
+                                           std::vector<float>* logits,
+                                           std::vector<float>* final_streams) {
+  ForwardOutput out;
+  RETURN_IF_ERROR(Run(std::span<const SequenceChunk>(&chunk, 1), kv, &out, final_streams));
+  *logits = std::move(out.logits);
   return absl::OkStatus();
 }
 
@@ -811,14 +911,13 @@ absl::Status DeepseekV4Model::Forward(const ForwardBatch& batch, const KvCacheVi
                                       ForwardOutput* out) {
   out->logits.clear();
   out->chunk_row_begin.assign(1, 0);
-  std::vector<float> logits;
-  for (const SequenceChunk& chunk : batch.chunks) {
-    RETURN_IF_ERROR(ForwardChunk(chunk, kv, &logits, nullptr));
-    out->logits.insert(out->logits.end(), logits.begin(), logits.end());
-    out->chunk_row_begin.push_back(out->chunk_row_begin.back() +
-                                   static_cast<int64_t>(logits.size()) / cfg_.vocab_size);
+  if (batch.chunks.empty()) return absl::OkStatus();
+  absl::Status status = Run(batch.chunks, kv, out, nullptr);
+  if (!status.ok()) {
+    out->logits.clear();
+    out->chunk_row_begin.assign(1, 0);
   }
-  return absl::OkStatus();
+  return status;
 }
 
 absl::Status DeepseekV4Model::ForwardMtp(int64_t start_pos, std::span<const float> main_streams,
@@ -849,12 +948,18 @@ absl::Status DeepseekV4Model::ForwardMtp(int64_t start_pos, std::span<const floa
   im.tracer = tracer_;
   im.debug = debug_;
   const MtpWeights& mw = w_->mtp[0];
+  RowBatch b;
   SeqCtx s;
   s.p0 = start_pos;
   s.T = T;
-  s.tokens = next_tokens;
   s.state = kv.state_base + static_cast<int64_t>(state_slot) * layout_.StateBytes();
   s.kv = &kv;
+  b.seqs.push_back(s);
+  b.rows = T;
+  for (int64_t t = 0; t < T; ++t) {
+    b.pos.push_back(start_pos + t);
+    b.seq_of.push_back(0);
+  }
   std::vector<float> e(T * D), en(T * D), ep(T * D), xh(T * n * D), hp(T * n * D);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t k = 0; k < D; ++k) e[t * D + k] = w_->embed.At(next_tokens[t], k);
@@ -873,8 +978,8 @@ absl::Status DeepseekV4Model::ForwardMtp(int64_t start_pos, std::span<const floa
       }
     }
   }
-  const int64_t b = c.num_layers;
-  im.Block(mw.block, im.blocks[b], "mtp.0.", X.data(), s, next_tokens);
+  const int64_t blk = c.num_layers;
+  im.Block(mw.block, im.blocks[blk], "mtp.0.", X.data(), b, next_tokens);
   std::vector<int64_t> rows;
   if (mode == LogitsMode::kLast) {
     rows.push_back(T - 1);

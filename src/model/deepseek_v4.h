@@ -78,11 +78,21 @@ class DeepseekV4Model final : public CausalLM {
   const Config& config() const { return cfg_; }
   const Weights& weights() const { return *w_; }
 
+  // One batched forward (model.h). Each layer runs once over the concatenation of all chunks'
+  // tokens: embedding, mHC, norms, every projection, the router, the MoE (tokens grouped by
+  // routed expert across the whole batch) and the head read their weights once per call; only
+  // attention and the compressor / indexer / window state loop over the chunks. Each row's
+  // arithmetic is independent of the other rows, so a chunk's logits are bitwise the same alone
+  // or inside any batch. Errors (InvalidArgument, checked for every chunk before anything is
+  // written): empty chunk, token outside the vocabulary, positions beyond
+  // max_position_embeddings, bad state slot or two chunks sharing one, block table too short or
+  // naming a block outside the arena.
   absl::Status Forward(const ForwardBatch& batch, const KvCacheView& kv,
                        ForwardOutput* out) override;
 
-  // Forward of one chunk that also returns the final residual streams (before the HC head),
-  // [T, hc_mult, hidden] FP32, for MTP. `logits` gets 0, 1 or T rows as chunk.logits says.
+  // Forward of one chunk (Forward over a one-chunk batch) that also returns the final residual
+  // streams (before the HC head), [T, hc_mult, hidden] FP32, for MTP. `logits` gets 0, 1 or T
+  // rows as chunk.logits says.
   absl::Status ForwardChunk(const SequenceChunk& chunk, const KvCacheView& kv,
                             std::vector<float>* logits, std::vector<float>* final_streams);
 
@@ -95,7 +105,9 @@ class DeepseekV4Model final : public CausalLM {
                           std::span<const int32_t> next_tokens, int32_t state_slot,
                           const KvCacheView& kv, LogitsMode mode, std::vector<float>* logits);
 
-  // Test hooks (not thread-safe; set before a forward, cleared with nullptr).
+  // Test hooks (not thread-safe; set before a forward, cleared with nullptr). They observe
+  // forwards of one chunk (ForwardChunk, ForwardMtp, Forward of a one-chunk batch); a Forward
+  // over several chunks does not call them.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   // When set, the forward fills one BlockDebug per block (main layers, then MTP when it runs)
   // for the last token of the chunk.
@@ -106,6 +118,11 @@ class DeepseekV4Model final : public CausalLM {
  private:
   struct Impl;
   DeepseekV4Model() = default;
+  absl::Status ValidateChunk(const SequenceChunk& chunk, const KvCacheView& kv) const;
+  // The batched forward behind Forward and ForwardChunk: logits rows per chunk into `out`, and
+  // the final streams of every row ([rows, hc_mult, hidden]) when `final_streams` is given.
+  absl::Status Run(std::span<const SequenceChunk> chunks, const KvCacheView& kv, ForwardOutput* out,
+                   std::vector<float>* final_streams);
 
   Config cfg_;
   std::unique_ptr<Checkpoint> ckpt_;

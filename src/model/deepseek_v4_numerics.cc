@@ -273,7 +273,7 @@ void DecodeRow(const WeightMatrix& w, int64_t r, float* dst) {
 inline float Dot(const float* a, const float* b, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  for (; i <= n - 8; i += 8) {  // not `i + 8 <= n`: GCC 12 then warns of overflow UB
     for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
   }
   float tail = 0.f;
@@ -284,7 +284,7 @@ inline float Dot(const float* a, const float* b, int64_t n) {
 inline double DotPrecise(const float* a, const float* b, int64_t n) {
   double acc[4] = {0, 0, 0, 0};
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
+  for (; i <= n - 4; i += 4) {
     for (int j = 0; j < 4; ++j) acc[j] += static_cast<double>(a[i + j]) * b[i + j];
   }
   for (; i < n; ++i) acc[0] += static_cast<double>(a[i]) * b[i];

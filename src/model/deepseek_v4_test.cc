@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/config.h"
 #include "common/status.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
@@ -24,8 +25,12 @@ namespace fs = std::filesystem;
 using ::deepinfer::testing::StatusIs;
 using ::testing::HasSubstr;
 
+// One directory per test: ctest runs the tests of this binary as parallel processes, and a test
+// rewriting a checkpoint another one has memory-mapped would make the reader fault (SIGBUS).
 std::string TempDir(const std::string& name) {
-  const std::string d = std::string(DEEPINFER_BINARY_DIR) + "/dsv4_test_models/" + name;
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string d = std::string(DEEPINFER_BINARY_DIR) + "/dsv4_test_models/" + name + "." +
+                        info->test_suite_name() + "." + info->name();
   fs::create_directories(d);
   return d;
 }
@@ -135,6 +140,155 @@ TEST(DsV4Invariants, BatchOfTwoSequencesMatchesSingle) {
   bad.chunks[0] = {0, a, ta, 5, LogitsMode::kLast};
   EXPECT_THAT(model->Forward(bad, kv, &out),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("state slot")));
+}
+
+// Continuous batching: a ForwardBatch mixing prefill chunks (first and continuing), middle
+// chunks without logits and single decode tokens of five sequences at different positions
+// (crossing the window of 16, the ratio-4 / ratio-16 compression boundaries and a 128-token
+// block) gives, for every chunk, the logits of running that chunk alone (same chunk sequence,
+// own KV arena and block ids). Batch order is shuffled between steps, so rows move around.
+// Without DEEPINFER_BATCH_INVARIANT a tight tolerance applies; with it, bitwise equality.
+struct MixedStep {
+  int seq;
+  int64_t tokens;
+  LogitsMode mode;
+};
+
+void CheckMixedBatchEqualsAlone(bool batch_invariant) {
+  EnvConfig saved = Env();
+  EnvConfig env = saved;
+  env.batch_invariant = batch_invariant;
+  SetEnvConfigForTesting(env);
+  const std::string dir = TempDir("tiny_mixed");
+  ASSERT_OK_AND_ASSIGN(Config c, TestModelPreset("tiny"));
+  ASSERT_OK(WriteTestModel(c, 13, dir));
+  auto model = Load(dir);
+  const KvLayout& L = model->kv_layout();
+  const int64_t V = c.vocab_size;
+  constexpr int kSeqs = 5;
+  constexpr int64_t kBlocksPerSeq = 2;
+  const std::vector<std::vector<MixedStep>> steps = {
+      {{0, 37, LogitsMode::kAll}, {1, 20, LogitsMode::kLast}, {2, 5, LogitsMode::kNone}},
+      {{3, 130, LogitsMode::kLast},
+       {0, 1, LogitsMode::kLast},
+       {2, 30, LogitsMode::kAll},
+       {1, 1, LogitsMode::kLast}},
+      {{0, 1, LogitsMode::kLast},
+       {1, 3, LogitsMode::kAll},
+       {2, 1, LogitsMode::kLast},
+       {3, 1, LogitsMode::kLast},
+       {4, 1, LogitsMode::kAll}},
+      {{4, 16, LogitsMode::kAll}, {0, 1, LogitsMode::kLast}, {3, 2, LogitsMode::kAll}},
+      {{1, 1, LogitsMode::kLast},
+       {4, 1, LogitsMode::kLast},
+       {0, 20, LogitsMode::kNone},
+       {3, 1, LogitsMode::kLast},
+       {2, 1, LogitsMode::kLast}},
+      {{2, 1, LogitsMode::kAll},
+       {0, 1, LogitsMode::kAll},
+       {4, 1, LogitsMode::kAll},
+       {3, 1, LogitsMode::kAll},
+       {1, 1, LogitsMode::kAll}},
+  };
+  std::vector<std::vector<int32_t>> ids(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) ids[i] = Prompt(200, V, 100 + i);
+
+  // Alone: each sequence's chunks, in order, as one-chunk batches on its own arena.
+  // alone_rows[step][item] = that chunk's logits.
+  std::vector<std::vector<std::vector<float>>> alone_rows(steps.size());
+  for (size_t st = 0; st < steps.size(); ++st) alone_rows[st].resize(steps[st].size());
+  for (int seq = 0; seq < kSeqs; ++seq) {
+    std::vector<float> blocks(kBlocksPerSeq * L.BlockBytes() / 4 + 16);
+    std::vector<float> state(L.StateBytes() / 4 + 16);
+    KvCacheView kv{reinterpret_cast<uint8_t*>(blocks.data()), kBlocksPerSeq,
+                   reinterpret_cast<uint8_t*>(state.data()), 1};
+    const std::vector<int32_t> table = {1, 0};
+    int64_t pos = 0;
+    for (size_t st = 0; st < steps.size(); ++st) {
+      for (size_t it = 0; it < steps[st].size(); ++it) {
+        const MixedStep& m = steps[st][it];
+        if (m.seq != seq) continue;
+        ForwardBatch one;
+        one.chunks.push_back(
+            {pos, std::span<const int32_t>(ids[seq]).subspan(pos, m.tokens), table, 0, m.mode});
+        ForwardOutput out;
+        ASSERT_OK(model->Forward(one, kv, &out));
+        alone_rows[st][it] = out.logits;
+        pos += m.tokens;
+      }
+    }
+  }
+
+  // Batched: every step's chunks in one ForwardBatch on a shared arena (interleaved block ids,
+  // slots in reverse order).
+  std::vector<float> blocks(kSeqs * kBlocksPerSeq * L.BlockBytes() / 4 + 16);
+  std::vector<float> state(kSeqs * L.StateBytes() / 4 + 16);
+  KvCacheView kv{reinterpret_cast<uint8_t*>(blocks.data()), kSeqs * kBlocksPerSeq,
+                 reinterpret_cast<uint8_t*>(state.data()), kSeqs};
+  std::vector<std::vector<int32_t>> tables(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) tables[i] = {i, i + kSeqs};
+  std::vector<int64_t> pos(kSeqs, 0);
+  int64_t compared = 0, exact = 0;
+  for (size_t st = 0; st < steps.size(); ++st) {
+    ForwardBatch batch;
+    for (const MixedStep& m : steps[st]) {
+      batch.chunks.push_back({pos[m.seq],
+                              std::span<const int32_t>(ids[m.seq]).subspan(pos[m.seq], m.tokens),
+                              tables[m.seq], kSeqs - 1 - m.seq, m.mode});
+      pos[m.seq] += m.tokens;
+    }
+    ForwardOutput out;
+    ASSERT_OK(model->Forward(batch, kv, &out));
+    ASSERT_EQ(out.chunk_row_begin.size(), steps[st].size() + 1);
+    ASSERT_EQ(static_cast<int64_t>(out.logits.size()), out.chunk_row_begin.back() * V);
+    for (size_t it = 0; it < steps[st].size(); ++it) {
+      const std::vector<float>& want = alone_rows[st][it];
+      const int64_t begin = out.chunk_row_begin[it] * V, end = out.chunk_row_begin[it + 1] * V;
+      ASSERT_EQ(end - begin, static_cast<int64_t>(want.size())) << "step " << st << " item " << it;
+      for (int64_t i = 0; i < end - begin; ++i) {
+        const float got = out.logits[begin + i], ref = want[i];
+        ASSERT_TRUE(std::isfinite(got));
+        ++compared;
+        exact += got == ref;
+        if (batch_invariant) {
+          ASSERT_EQ(got, ref) << "step " << st << " seq " << steps[st][it].seq << " index " << i;
+        } else {
+          ASSERT_NEAR(got, ref, 1e-5f + 1e-5f * std::fabs(ref))
+              << "step " << st << " seq " << steps[st][it].seq << " index " << i;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 100 * V);
+  ::testing::Test::RecordProperty("exact_fraction",
+                                  std::to_string(static_cast<double>(exact) / compared));
+  SetEnvConfigForTesting(saved);
+}
+
+TEST(DsV4Invariants, MixedBatchEqualsEachChunkAlone) { CheckMixedBatchEqualsAlone(false); }
+
+TEST(DsV4Invariants, MixedBatchBitwiseEqualsEachChunkAloneWhenBatchInvariant) {
+  CheckMixedBatchEqualsAlone(true);
+}
+
+TEST(DsV4Invariants, BatchRejectsSharedStateSlot) {
+  const std::string dir = TempDir("tiny_batch");
+  ASSERT_OK_AND_ASSIGN(Config c, TestModelPreset("tiny"));
+  ASSERT_OK(WriteTestModel(c, 11, dir));
+  auto model = Load(dir);
+  const KvLayout& L = model->kv_layout();
+  std::vector<float> blocks(2 * L.BlockBytes() / 4 + 16), state(2 * L.StateBytes() / 4 + 16);
+  KvCacheView kv{reinterpret_cast<uint8_t*>(blocks.data()), 2,
+                 reinterpret_cast<uint8_t*>(state.data()), 2};
+  const auto a = Prompt(8, c.vocab_size, 1), b = Prompt(4, c.vocab_size, 2);
+  const std::vector<int32_t> ta = {0}, tb = {1};
+  ForwardBatch batch;
+  batch.chunks.push_back({0, a, ta, 1, LogitsMode::kLast});
+  batch.chunks.push_back({0, b, tb, 1, LogitsMode::kLast});
+  ForwardOutput out;
+  EXPECT_THAT(model->Forward(batch, kv, &out),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("state slot 1")));
+  EXPECT_TRUE(out.logits.empty());
 }
 
 // The demo preset (vocab 129280, window 128, ratios 4 and 128) loads, keeps healthy activations

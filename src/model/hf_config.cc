@@ -2,11 +2,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 
@@ -44,11 +43,11 @@ absl::StatusOr<HfConfig> HfConfig::Load(const std::string& dir) {
   if (std::filesystem::is_directory(dir, ec)) {
     path = (std::filesystem::path(dir) / "config.json").string();
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open (no config.json?)"));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return Parse(ss.str(), path);
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open (no config.json?)"));
+  }
+  return Parse(*text, path);
 }
 
 absl::StatusOr<HfConfig> HfConfig::Parse(std::string_view text, const std::string& source) {

@@ -1,21 +1,31 @@
 #include "structured/compiler.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "structured/ebnf.h"
 #include "structured/regex.h"
+#include "structured/tool_call_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::structured {
 
 absl::StatusOr<Grammar> BuildGrammar(const ConstraintSpec& spec) {
   switch (spec.kind) {
-    case ConstraintSpec::Kind::kJsonSchema: return JsonSchemaToGrammar(spec.text, spec.json_options);
-    case ConstraintSpec::Kind::kJsonObject: return AnyJsonGrammar(true, spec.json_options);
-    case ConstraintSpec::Kind::kRegex: return RegexToGrammar(spec.text);
-    case ConstraintSpec::Kind::kEbnf: return ParseEbnf(spec.text);
+    case ConstraintSpec::Kind::kJsonSchema:
+      return JsonSchemaToGrammar(spec.text, spec.json_options);
+    case ConstraintSpec::Kind::kJsonObject:
+      return AnyJsonGrammar(true, spec.json_options);
+    case ConstraintSpec::Kind::kRegex:
+      return RegexToGrammar(spec.text);
+    case ConstraintSpec::Kind::kEbnf:
+      return ParseEbnf(spec.text);
+    case ConstraintSpec::Kind::kToolCalls: {
+      ASSIGN_OR_RETURN(ToolCallGrammarOptions options, ToolCallGrammarOptionsFromJson(spec.text));
+      return ToolCallGrammar(options);
+    }
   }
   return absl::InvalidArgumentError("unknown constraint kind");
 }
@@ -29,7 +39,15 @@ Vocabulary VocabularyFromTokenizer(const Tokenizer& tokenizer, int64_t model_voc
     if (id >= tokenizer.vocab_size()) continue;
     TokenInfo info = tokenizer.GetTokenInfo(static_cast<int32_t>(id));
     if (info.is_added || info.is_special) {
-      v.special_ids.push_back(static_cast<int32_t>(id));
+      // Control token: only a grammar that spells ControlTokenBytes(content) allows it (EOS ids
+      // are handled by eos_ids and never get a spelling).
+      const std::string_view content = tokenizer.TokenBytes(static_cast<int32_t>(id));
+      const bool is_eos = std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end();
+      if (is_eos || content.empty() || content.find(kControlByte) != std::string_view::npos) {
+        v.special_ids.push_back(static_cast<int32_t>(id));
+      } else {
+        v.token_bytes[id] = ControlTokenBytes(content);
+      }
       continue;
     }
     v.token_bytes[id] = std::string(tokenizer.TokenBytes(static_cast<int32_t>(id)));
@@ -124,8 +142,8 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Get(
   bool finished = done_cv_.wait_for(lock, std::chrono::milliseconds(options_.compile_timeout_ms),
                                     [&] { return entry->done; });
   if (!finished) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "grammar compilation took longer than ", options_.compile_timeout_ms, " ms"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("grammar compilation took longer than ", options_.compile_timeout_ms, " ms"));
   }
   return entry->result;
 }

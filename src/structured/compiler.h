@@ -5,7 +5,8 @@
 // DeadlineExceeded (the compile keeps running and still fills the cache).
 //
 // Also builds the matcher's Vocabulary from a Tokenizer: every added/special token is excluded
-// from grammar output, ids the tokenizer does not know (the model's padding rows) never match.
+// from grammar output unless a grammar spells it as a control token (matcher.h,
+// ControlTokenBytes); ids the tokenizer does not know (the model's padding rows) never match.
 // Thread-safe.
 #ifndef DEEPINFER_STRUCTURED_COMPILER_H_
 #define DEEPINFER_STRUCTURED_COMPILER_H_
@@ -33,9 +34,11 @@ namespace deepinfer::structured {
 
 // What to constrain the output to (the offline API's so_args and the server's response_format).
 struct ConstraintSpec {
-  enum class Kind { kJsonSchema, kJsonObject, kRegex, kEbnf };
+  // kToolCalls: DSML tool calls (tool_call_grammar.h); `text` is
+  // ToolCallGrammarOptionsToJson(options).
+  enum class Kind { kJsonSchema, kJsonObject, kRegex, kEbnf, kToolCalls };
   Kind kind = Kind::kJsonObject;
-  std::string text;  // the schema JSON, regex or EBNF text (unused for kJsonObject)
+  std::string text;  // the schema JSON, regex, EBNF or tool-call options (unused for kJsonObject)
   JsonSchemaOptions json_options;
 };
 
@@ -74,8 +77,7 @@ class GrammarCompiler {
  private:
   struct Entry {
     bool done = false;
-    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> result =
-        absl::UnknownError("pending");
+    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> result = absl::UnknownError("pending");
   };
   void WorkerLoop();
   static std::string CacheKey(const ConstraintSpec& spec);
@@ -86,10 +88,10 @@ class GrammarCompiler {
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> cache_;  // guarded by mu_
-  std::list<std::string> lru_;                                        // guarded by mu_
-  std::vector<std::pair<std::string, ConstraintSpec>> queue_;        // guarded by mu_
-  bool stop_ = false;                                                 // guarded by mu_
-  int64_t hits_ = 0, compiles_ = 0;                                   // guarded by mu_
+  std::list<std::string> lru_;                                      // guarded by mu_
+  std::vector<std::pair<std::string, ConstraintSpec>> queue_;       // guarded by mu_
+  bool stop_ = false;                                               // guarded by mu_
+  int64_t hits_ = 0, compiles_ = 0;                                 // guarded by mu_
   std::vector<std::thread> threads_;
 };
 

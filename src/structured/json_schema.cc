@@ -14,38 +14,79 @@
 namespace deepinfer::structured {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;  // keeps "properties" in schema order
 
 // Keywords that carry no constraint.
 const std::set<std::string>& AnnotationKeywords() {
-  static const auto* s = new std::set<std::string>{
-      "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
-      "readOnly", "writeOnly", "$defs", "definitions", "$anchor", "contentMediaType",
-      "contentEncoding", "discriminator", "nullable_annotation", "x-order"};
+  static const auto* s = new std::set<std::string>{"title",
+                                                   "description",
+                                                   "default",
+                                                   "examples",
+                                                   "$schema",
+                                                   "$id",
+                                                   "$comment",
+                                                   "deprecated",
+                                                   "readOnly",
+                                                   "writeOnly",
+                                                   "$defs",
+                                                   "definitions",
+                                                   "$anchor",
+                                                   "contentMediaType",
+                                                   "contentEncoding",
+                                                   "discriminator",
+                                                   "nullable_annotation",
+                                                   "x-order"};
   return *s;
 }
 
 // Keywords this compiler enforces (all others are rejected).
 const std::set<std::string>& SupportedKeywords() {
-  static const auto* s = new std::set<std::string>{
-      "type", "properties", "required", "additionalProperties", "patternProperties", "enum",
-      "const", "anyOf", "oneOf", "allOf", "$ref", "items", "prefixItems", "minItems", "maxItems",
-      "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-      "exclusiveMaximum", "minProperties", "maxProperties"};
+  static const auto* s = new std::set<std::string>{"type",
+                                                   "properties",
+                                                   "required",
+                                                   "additionalProperties",
+                                                   "patternProperties",
+                                                   "enum",
+                                                   "const",
+                                                   "anyOf",
+                                                   "oneOf",
+                                                   "allOf",
+                                                   "$ref",
+                                                   "items",
+                                                   "prefixItems",
+                                                   "minItems",
+                                                   "maxItems",
+                                                   "minLength",
+                                                   "maxLength",
+                                                   "pattern",
+                                                   "format",
+                                                   "minimum",
+                                                   "maximum",
+                                                   "exclusiveMinimum",
+                                                   "exclusiveMaximum",
+                                                   "minProperties",
+                                                   "maxProperties"};
   return *s;
 }
 
 // A regex for a supported string `format` (the value, unescaped; JSON-safe characters only).
 const std::map<std::string, std::string>& Formats() {
   static const auto* m = new std::map<std::string, std::string>{
-      {"date", R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))"},
-      {"time", R"(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
+      // Days per month (February up to 28: a leap day is never generated, so every generated
+      // date is a real one, as validators such as ajv-formats check).
+      {"date",
+       R"([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8])))"},
+      {"time",
+       R"(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
       {"date-time",
-       R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
+       R"([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
       {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
-      {"email", R"([a-zA-Z0-9]([a-zA-Z0-9._+-]{0,30}[a-zA-Z0-9])?@[a-zA-Z0-9]([a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?){0,3}\.[a-zA-Z]{2,6})"},
-      {"ipv4", R"(((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9]))"},
-      {"hostname", R"([a-zA-Z0-9]([a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?){0,4})"},
+      {"email",
+       R"([a-zA-Z0-9]([a-zA-Z0-9._+-]{0,30}[a-zA-Z0-9])?@[a-zA-Z0-9]([a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?){0,3}\.[a-zA-Z]{2,6})"},
+      {"ipv4",
+       R"(((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9]))"},
+      {"hostname",
+       R"([a-zA-Z0-9]([a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?){0,4})"},
   };
   return *m;
 }
@@ -100,8 +141,10 @@ Expr JsonEscapeExpr(const Expr& e) {
             continue;
           }
           uint32_t hi = r.hi;
-          if (lo < '"' && hi >= '"') hi = '"' - 1;
-          else if (lo < '\\' && hi >= '\\') hi = '\\' - 1;
+          if (lo < '"' && hi >= '"')
+            hi = '"' - 1;
+          else if (lo < '\\' && hi >= '\\')
+            hi = '\\' - 1;
           safe.push_back({lo, hi});
           if (hi == kMaxCodePoint) break;
           lo = hi + 1;
@@ -125,7 +168,9 @@ Expr JsonEscapeExpr(const Expr& e) {
 // Decimal digit-pattern for all integers in [lo, hi] with lo, hi >= 0 (classic range-to-regex).
 Expr NonNegativeRange(uint64_t lo, uint64_t hi);
 
-Expr DigitRange(char a, char b) { return Expr::CharClass({{static_cast<uint32_t>(a), static_cast<uint32_t>(b)}}); }
+Expr DigitRange(char a, char b) {
+  return Expr::CharClass({{static_cast<uint32_t>(a), static_cast<uint32_t>(b)}});
+}
 
 // Same number of digits: lo and hi as strings of equal length.
 Expr SameLengthRange(const std::string& lo, const std::string& hi) {
@@ -140,8 +185,8 @@ Expr SameLengthRange(const std::string& lo, const std::string& hi) {
   // lo[0] followed by [lo.rest, 99..9]
   alts.push_back(Expr::Seq({Expr::Literal(lo.substr(0, 1)), SameLengthRange(lo.substr(1), nines)}));
   if (hi[0] - lo[0] > 1) {
-    alts.push_back(Expr::Seq({DigitRange(lo[0] + 1, hi[0] - 1),
-                              Expr::Repeat(DigitRange('0', '9'), rest, rest)}));
+    alts.push_back(Expr::Seq(
+        {DigitRange(lo[0] + 1, hi[0] - 1), Expr::Repeat(DigitRange('0', '9'), rest, rest)}));
   }
   alts.push_back(Expr::Seq({Expr::Literal(hi.substr(0, 1)), SameLengthRange(zeros, hi.substr(1))}));
   return Expr::Choice(std::move(alts));
@@ -168,14 +213,20 @@ Expr AtLeast(uint64_t lo) {
   std::string a = std::to_string(lo);
   std::vector<Expr> alts;
   alts.push_back(NonNegativeRange(lo, std::stoull(std::string(a.size(), '9'))));
-  alts.push_back(Expr::Seq({DigitRange('1', '9'),
-                            Expr::Repeat(DigitRange('0', '9'), a.size(), kUnbounded)}));
+  alts.push_back(
+      Expr::Seq({DigitRange('1', '9'), Expr::Repeat(DigitRange('0', '9'), a.size(), kUnbounded)}));
   return Expr::Choice(std::move(alts));
 }
 
+}  // namespace
+
+namespace internal {
+
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, const JsonSchemaOptions& options) : root_(root), opt_(options) {}
+  // `external`: compile into that grammar (JsonSchemaEmbedder) instead of an own one.
+  SchemaCompiler(const Json& root, const JsonSchemaOptions& options, Grammar* external = nullptr)
+      : root_(root), opt_(options), g_(external != nullptr ? *external : own_) {}
 
   absl::StatusOr<Grammar> Compile() {
     int root_rule = g_.AddRule("root");
@@ -208,15 +259,20 @@ class SchemaCompiler {
     return Expr::Ref(SharedRule("json_char", [&] {
       return Expr::Choice(
           {Expr::CharClass({{'"', '"'}, {'\\', '\\'}, {0, 0x1F}}, /*negated=*/true),
-           Expr::Seq({Lit("\\"),
-                      Expr::Choice({Expr::CharClass({{'"', '"'}, {'\\', '\\'}, {'/', '/'},
-                                                     {'b', 'b'}, {'f', 'f'}, {'n', 'n'},
-                                                     {'r', 'r'}, {'t', 't'}}),
-                                    Expr::Seq({Lit("u"), Expr::Repeat(Expr::CharClass(
-                                                                          {{'0', '9'},
-                                                                           {'a', 'f'},
-                                                                           {'A', 'F'}}),
-                                                                      4, 4)})})})});
+           Expr::Seq(
+               {Lit("\\"),
+                Expr::Choice(
+                    {Expr::CharClass({{'"', '"'},
+                                      {'\\', '\\'},
+                                      {'/', '/'},
+                                      {'b', 'b'},
+                                      {'f', 'f'},
+                                      {'n', 'n'},
+                                      {'r', 'r'},
+                                      {'t', 't'}}),
+                     Expr::Seq({Lit("u"),
+                                Expr::Repeat(Expr::CharClass({{'0', '9'}, {'a', 'f'}, {'A', 'F'}}),
+                                             4, 4)})})})});
     }));
   }
   Expr AnyString() {
@@ -239,7 +295,9 @@ class SchemaCompiler {
                                    Expr::Plus(DigitRange('0', '9'))}))});
   }
   Expr NumberExpr() {
-    return Expr::Ref(SharedRule("json_number", [&] { return Expr::Seq({IntegerExpr(), Fraction()}); }));
+    return Expr::Ref(SharedRule("json_number", [&] {
+      return Expr::Seq({IntegerExpr(), Fraction()});
+    }));
   }
   Expr AnyValue() {
     int id = g_.FindRule("json_value");
@@ -250,14 +308,16 @@ class SchemaCompiler {
     g_.SetBody(id, Expr::Choice({Expr::Ref(obj), Expr::Ref(arr), AnyString(), NumberExpr(),
                                  Lit("true"), Lit("false"), Lit("null")}));
     Expr member = Expr::Seq({AnyString(), Ws(), Tok(":"), Expr::Ref(id), Ws()});
-    g_.SetBody(obj, Expr::Seq({Tok("{"),
-                               Expr::Optional(Expr::Seq(
-                                   {member, Expr::Star(Expr::Seq({Tok(","), member}))})),
-                               Lit("}")}));
+    g_.SetBody(
+        obj,
+        Expr::Seq({Tok("{"),
+                   Expr::Optional(Expr::Seq({member, Expr::Star(Expr::Seq({Tok(","), member}))})),
+                   Lit("}")}));
     Expr item = Expr::Seq({Expr::Ref(id), Ws()});
-    g_.SetBody(arr, Expr::Seq({Tok("["),
-                               Expr::Optional(Expr::Seq({item, Expr::Star(Expr::Seq({Tok(","), item}))})),
-                               Lit("]")}));
+    g_.SetBody(
+        arr, Expr::Seq({Tok("["),
+                        Expr::Optional(Expr::Seq({item, Expr::Star(Expr::Seq({Tok(","), item}))})),
+                        Lit("]")}));
     return Expr::Ref(id);
   }
   Expr AnyObject() {
@@ -273,8 +333,8 @@ class SchemaCompiler {
 
   absl::StatusOr<const Json*> Resolve(const std::string& ref, const std::string& pointer) {
     if (ref.empty() || ref[0] != '#') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("$ref '", ref, "' at ", pointer, ": only local references (#/...) are supported"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "$ref '", ref, "' at ", pointer, ": only local references (#/...) are supported"));
     }
     const Json* cur = &root_;
     std::string path = ref.substr(1);
@@ -282,7 +342,8 @@ class SchemaCompiler {
     while (pos < path.size()) {
       if (path[pos] != '/') return absl::InvalidArgumentError(absl::StrCat("bad $ref '", ref, "'"));
       size_t next = path.find('/', pos + 1);
-      std::string token = path.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+      std::string token =
+          path.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
       // JSON pointer unescaping.
       for (size_t i; (i = token.find("~1")) != std::string::npos;) token.replace(i, 2, "/");
       for (size_t i; (i = token.find("~0")) != std::string::npos;) token.replace(i, 2, "~");
@@ -295,10 +356,12 @@ class SchemaCompiler {
         } catch (...) {
           return absl::InvalidArgumentError(absl::StrCat("$ref '", ref, "' does not resolve"));
         }
-        if (idx >= cur->size()) return absl::InvalidArgumentError(absl::StrCat("$ref '", ref, "' does not resolve"));
+        if (idx >= cur->size())
+          return absl::InvalidArgumentError(absl::StrCat("$ref '", ref, "' does not resolve"));
         cur = &(*cur)[idx];
       } else {
-        return absl::InvalidArgumentError(absl::StrCat("$ref '", ref, "' at ", pointer, " does not resolve"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("$ref '", ref, "' at ", pointer, " does not resolve"));
       }
       pos = next == std::string::npos ? path.size() : next;
     }
@@ -308,10 +371,12 @@ class SchemaCompiler {
   absl::StatusOr<Expr> CompileSchema(const Json& s, const std::string& pointer) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return AnyValue();
-      return absl::InvalidArgumentError(absl::StrCat("schema at ", pointer, " is `false`: nothing matches"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("schema at ", pointer, " is `false`: nothing matches"));
     }
     if (!s.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat("schema at ", pointer, " must be an object or boolean"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("schema at ", pointer, " must be an object or boolean"));
     }
     for (auto it = s.begin(); it != s.end(); ++it) {
       const std::string& k = it.key();
@@ -320,7 +385,8 @@ class SchemaCompiler {
       return Unsupported(pointer, k, "not supported by the grammar compiler");
     }
     if (s.contains("$ref")) {
-      if (!s["$ref"].is_string()) return absl::InvalidArgumentError(absl::StrCat("$ref at ", pointer, " must be a string"));
+      if (!s["$ref"].is_string())
+        return absl::InvalidArgumentError(absl::StrCat("$ref at ", pointer, " must be a string"));
       std::string ref = s["$ref"].get<std::string>();
       for (auto it = s.begin(); it != s.end(); ++it) {
         if (it.key() != "$ref" && !AnnotationKeywords().count(it.key())) {
@@ -334,7 +400,8 @@ class SchemaCompiler {
       size_t slash = ref.rfind('/');
       if (slash != std::string::npos) name = "def_" + ref.substr(slash + 1);
       std::string clean;
-      for (char c : name) clean += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+      for (char c : name)
+        clean += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
       int id = g_.AddUniqueRule(clean);
       ref_rules_[ref] = id;
       ASSIGN_OR_RETURN(Expr body, CompileSchema(*target, ref));
@@ -344,7 +411,8 @@ class SchemaCompiler {
     if (s.contains("const")) return Lit(s["const"].dump());
     if (s.contains("enum")) {
       if (!s["enum"].is_array() || s["enum"].empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("enum at ", pointer, " must be a non-empty array"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("enum at ", pointer, " must be a non-empty array"));
       }
       std::vector<Expr> alts;
       for (const auto& v : s["enum"]) alts.push_back(Lit(v.dump()));
@@ -355,7 +423,8 @@ class SchemaCompiler {
       if (!s.contains(kw)) continue;
       const Json& arr = s[kw];
       if (!arr.is_array() || arr.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(kw, " at ", pointer, " must be a non-empty array"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(kw, " at ", pointer, " must be a non-empty array"));
       }
       // Sibling constraints would have to apply to every branch: merge them in.
       std::vector<Expr> alts;
@@ -365,7 +434,8 @@ class SchemaCompiler {
           for (auto it = s.begin(); it != s.end(); ++it) {
             if (it.key() == kw || AnnotationKeywords().count(it.key())) continue;
             if (branch.contains(it.key())) {
-              return Unsupported(pointer, it.key(), absl::StrCat("also set inside ", kw, " branch ", i));
+              return Unsupported(pointer, it.key(),
+                                 absl::StrCat("also set inside ", kw, " branch ", i));
             }
             branch[it.key()] = it.value();
           }
@@ -381,21 +451,28 @@ class SchemaCompiler {
         types.push_back(s["type"].get<std::string>());
       } else if (s["type"].is_array()) {
         for (const auto& t : s["type"]) {
-          if (!t.is_string()) return absl::InvalidArgumentError(absl::StrCat("type at ", pointer, " must be strings"));
+          if (!t.is_string())
+            return absl::InvalidArgumentError(
+                absl::StrCat("type at ", pointer, " must be strings"));
           types.push_back(t.get<std::string>());
         }
       } else {
-        return absl::InvalidArgumentError(absl::StrCat("type at ", pointer, " must be a string or array"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("type at ", pointer, " must be a string or array"));
       }
     } else {
       // Infer from keywords; otherwise any value.
-      if (s.contains("properties") || s.contains("additionalProperties") || s.contains("patternProperties") || s.contains("required")) {
+      if (s.contains("properties") || s.contains("additionalProperties") ||
+          s.contains("patternProperties") || s.contains("required")) {
         types.push_back("object");
-      } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") || s.contains("maxItems")) {
+      } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") ||
+                 s.contains("maxItems")) {
         types.push_back("array");
-      } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) {
+      } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") ||
+                 s.contains("format")) {
         types.push_back("string");
-      } else if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum")) {
+      } else if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+                 s.contains("exclusiveMaximum")) {
         types.push_back("number");
       } else {
         return AnyValue();
@@ -404,14 +481,22 @@ class SchemaCompiler {
     std::vector<Expr> alts;
     for (const auto& t : types) {
       absl::StatusOr<Expr> e;
-      if (t == "string") e = CompileString(s, pointer);
-      else if (t == "integer") e = CompileInteger(s, pointer);
-      else if (t == "number") e = CompileNumber(s, pointer);
-      else if (t == "boolean") e = Expr::Choice({Lit("true"), Lit("false")});
-      else if (t == "null") e = Lit("null");
-      else if (t == "object") e = CompileObject(s, pointer);
-      else if (t == "array") e = CompileArray(s, pointer);
-      else return absl::InvalidArgumentError(absl::StrCat("unknown type '", t, "' at ", pointer));
+      if (t == "string")
+        e = CompileString(s, pointer);
+      else if (t == "integer")
+        e = CompileInteger(s, pointer);
+      else if (t == "number")
+        e = CompileNumber(s, pointer);
+      else if (t == "boolean")
+        e = Expr::Choice({Lit("true"), Lit("false")});
+      else if (t == "null")
+        e = Lit("null");
+      else if (t == "object")
+        e = CompileObject(s, pointer);
+      else if (t == "array")
+        e = CompileArray(s, pointer);
+      else
+        return absl::InvalidArgumentError(absl::StrCat("unknown type '", t, "' at ", pointer));
       if (!e.ok()) return e.status();
       alts.push_back(std::move(*e));
     }
@@ -421,7 +506,8 @@ class SchemaCompiler {
   absl::StatusOr<Expr> CompileAllOf(const Json& s, const std::string& pointer) {
     const Json& arr = s["allOf"];
     if (!arr.is_array() || arr.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("allOf at ", pointer, " must be a non-empty array"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("allOf at ", pointer, " must be a non-empty array"));
     }
     // Merge object-shaped branches (after resolving $ref) into one schema.
     Json merged = s;
@@ -439,7 +525,8 @@ class SchemaCompiler {
         if (k == "properties") {
           for (auto p = it.value().begin(); p != it.value().end(); ++p) {
             if (merged["properties"].contains(p.key())) {
-              return Unsupported(bp, "allOf", absl::StrCat("property '", p.key(), "' defined twice"));
+              return Unsupported(bp, "allOf",
+                                 absl::StrCat("property '", p.key(), "' defined twice"));
             }
             merged["properties"][p.key()] = p.value();
           }
@@ -460,13 +547,16 @@ class SchemaCompiler {
     return CompileSchema(merged, pointer);
   }
 
-  absl::StatusOr<int> GetCount(const Json& s, const char* key, const std::string& pointer, int def) {
+  absl::StatusOr<int> GetCount(const Json& s, const char* key, const std::string& pointer,
+                               int def) {
     if (!s.contains(key)) return def;
     const Json& v = s[key];
     if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(key, " at ", pointer, " must be a non-negative integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, " at ", pointer, " must be a non-negative integer"));
     }
-    if (v.get<int64_t>() > 2000) return Unsupported(pointer, key, "bounds above 2000 are not supported");
+    if (v.get<int64_t>() > 2000)
+      return Unsupported(pointer, key, "bounds above 2000 are not supported");
     return static_cast<int>(v.get<int64_t>());
   }
 
@@ -478,15 +568,20 @@ class SchemaCompiler {
     }
     std::string regex;
     if (s.contains("pattern")) {
-      if (!s["pattern"].is_string()) return absl::InvalidArgumentError(absl::StrCat("pattern at ", pointer, " must be a string"));
+      if (!s["pattern"].is_string())
+        return absl::InvalidArgumentError(
+            absl::StrCat("pattern at ", pointer, " must be a string"));
       regex = s["pattern"].get<std::string>();
     }
     if (s.contains("format")) {
-      if (!s["format"].is_string()) return absl::InvalidArgumentError(absl::StrCat("format at ", pointer, " must be a string"));
+      if (!s["format"].is_string())
+        return absl::InvalidArgumentError(absl::StrCat("format at ", pointer, " must be a string"));
       auto f = Formats().find(s["format"].get<std::string>());
       if (f == Formats().end()) {
-        return Unsupported(pointer, "format", absl::StrCat("format '", s["format"].get<std::string>(),
-                                                          "' is not supported (supported: date, time, date-time, uuid, email, ipv4, hostname)"));
+        return Unsupported(pointer, "format",
+                           absl::StrCat("format '", s["format"].get<std::string>(),
+                                        "' is not supported (supported: date, time, date-time, "
+                                        "uuid, email, ipv4, hostname)"));
       }
       if (!regex.empty()) return Unsupported(pointer, "format", "combined with pattern");
       regex = "^" + f->second + "$";
@@ -502,9 +597,11 @@ class SchemaCompiler {
     return Expr::Seq({Lit("\""), Expr::Repeat(StringChar(), min_len, max_len), Lit("\"")});
   }
 
-  absl::StatusOr<std::optional<double>> Bound(const Json& s, const char* key, const std::string& pointer) {
+  absl::StatusOr<std::optional<double>> Bound(const Json& s, const char* key,
+                                              const std::string& pointer) {
     if (!s.contains(key)) return std::optional<double>();
-    if (!s[key].is_number()) return absl::InvalidArgumentError(absl::StrCat(key, " at ", pointer, " must be a number"));
+    if (!s[key].is_number())
+      return absl::InvalidArgumentError(absl::StrCat(key, " at ", pointer, " must be a number"));
     return std::optional<double>(s[key].get<double>());
   }
 
@@ -546,9 +643,11 @@ class SchemaCompiler {
     }
     if (max) return Unsupported(pointer, "maximum", "not enforceable on type number (use integer)");
     if (min) {
-      if (*min != 0.0) return Unsupported(pointer, "minimum", "only minimum 0 is enforceable on type number");
+      if (*min != 0.0)
+        return Unsupported(pointer, "minimum", "only minimum 0 is enforceable on type number");
       // Non-negative: no leading minus.
-      return Expr::Seq({Expr::Choice({Lit("0"), Expr::Seq({DigitRange('1', '9'), Expr::Star(DigitRange('0', '9'))})}),
+      return Expr::Seq({Expr::Choice({Lit("0"), Expr::Seq({DigitRange('1', '9'),
+                                                           Expr::Star(DigitRange('0', '9'))})}),
                         Fraction()});
     }
     return NumberExpr();
@@ -557,23 +656,28 @@ class SchemaCompiler {
   absl::StatusOr<Expr> CompileArray(const Json& s, const std::string& pointer) {
     ASSIGN_OR_RETURN(int min_items, GetCount(s, "minItems", pointer, 0));
     ASSIGN_OR_RETURN(int max_items, GetCount(s, "maxItems", pointer, kUnbounded));
-    if (max_items != kUnbounded && max_items < min_items) return Unsupported(pointer, "maxItems", "smaller than minItems");
+    if (max_items != kUnbounded && max_items < min_items)
+      return Unsupported(pointer, "maxItems", "smaller than minItems");
     std::vector<Expr> prefix;
     const Json* prefix_arr = nullptr;
     const Json* items = nullptr;
     if (s.contains("prefixItems")) prefix_arr = &s["prefixItems"];
     if (s.contains("items")) {
       if (s["items"].is_array()) {
-        if (prefix_arr) return Unsupported(pointer, "items", "array form together with prefixItems");
+        if (prefix_arr)
+          return Unsupported(pointer, "items", "array form together with prefixItems");
         prefix_arr = &s["items"];
       } else {
         items = &s["items"];
       }
     }
     if (prefix_arr) {
-      if (!prefix_arr->is_array()) return absl::InvalidArgumentError(absl::StrCat("prefixItems at ", pointer, " must be an array"));
+      if (!prefix_arr->is_array())
+        return absl::InvalidArgumentError(
+            absl::StrCat("prefixItems at ", pointer, " must be an array"));
       for (size_t i = 0; i < prefix_arr->size(); ++i) {
-        ASSIGN_OR_RETURN(Expr e, CompileSchema((*prefix_arr)[i], absl::StrCat(pointer, "/prefixItems/", i)));
+        ASSIGN_OR_RETURN(
+            Expr e, CompileSchema((*prefix_arr)[i], absl::StrCat(pointer, "/prefixItems/", i)));
         prefix.push_back(Expr::Seq({std::move(e), Ws()}));
       }
     }
@@ -620,17 +724,19 @@ class SchemaCompiler {
         continue;
       }
       // extra items: r in [extra_min, extra_max]
-      Expr extra_nonempty = Expr::Seq(
-          {item, Expr::Repeat(Expr::Seq({Tok(","), item}), std::max(0, extra_min - 1),
-                              extra_max == kUnbounded ? kUnbounded : extra_max - 1)});
+      Expr extra_nonempty =
+          Expr::Seq({item, Expr::Repeat(Expr::Seq({Tok(","), item}), std::max(0, extra_min - 1),
+                                        extra_max == kUnbounded ? kUnbounded : extra_max - 1)});
       if (parts.empty()) {
         alts.push_back(extra_min == 0 ? Expr::Optional(extra_nonempty) : extra_nonempty);
       } else {
         Expr tail = Expr::Seq({Tok(","), extra_nonempty});
-        alts.push_back(Expr::Seq({comma_join(parts), extra_min == 0 ? Expr::Optional(tail) : tail}));
+        alts.push_back(
+            Expr::Seq({comma_join(parts), extra_min == 0 ? Expr::Optional(tail) : tail}));
       }
     }
-    if (alts.empty()) return Unsupported(pointer, "minItems", "no array length satisfies the bounds");
+    if (alts.empty())
+      return Unsupported(pointer, "minItems", "no array length satisfies the bounds");
     return Expr::Seq({Tok("["), Expr::Choice(std::move(alts)), Lit("]")});
   }
 
@@ -639,14 +745,20 @@ class SchemaCompiler {
     std::vector<Expr> values;
     std::set<std::string> required;
     if (s.contains("required")) {
-      if (!s["required"].is_array()) return absl::InvalidArgumentError(absl::StrCat("required at ", pointer, " must be an array"));
+      if (!s["required"].is_array())
+        return absl::InvalidArgumentError(
+            absl::StrCat("required at ", pointer, " must be an array"));
       for (const auto& r : s["required"]) {
-        if (!r.is_string()) return absl::InvalidArgumentError(absl::StrCat("required at ", pointer, " must list strings"));
+        if (!r.is_string())
+          return absl::InvalidArgumentError(
+              absl::StrCat("required at ", pointer, " must list strings"));
         required.insert(r.get<std::string>());
       }
     }
     if (s.contains("properties")) {
-      if (!s["properties"].is_object()) return absl::InvalidArgumentError(absl::StrCat("properties at ", pointer, " must be an object"));
+      if (!s["properties"].is_object())
+        return absl::InvalidArgumentError(
+            absl::StrCat("properties at ", pointer, " must be an object"));
       for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
         ASSIGN_OR_RETURN(Expr v, CompileSchema(it.value(), pointer + "/properties/" + it.key()));
         names.push_back(it.key());
@@ -661,10 +773,11 @@ class SchemaCompiler {
       }
     }
     const bool has_pattern = s.contains("patternProperties");
-    const Json* additional = s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
+    const Json* additional =
+        s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
     const bool additional_schema = additional && additional->is_object();
-    if (names.empty() && (has_pattern || additional_schema ||
-                          (!additional && !s.contains("properties")))) {
+    if (names.empty() &&
+        (has_pattern || additional_schema || (!additional && !s.contains("properties")))) {
       return CompileMap(s, pointer);
     }
     if (has_pattern) return Unsupported(pointer, "patternProperties", "together with properties");
@@ -709,19 +822,26 @@ class SchemaCompiler {
     std::vector<Expr> members;
     if (s.contains("patternProperties")) {
       const Json& pp = s["patternProperties"];
-      if (!pp.is_object()) return absl::InvalidArgumentError(absl::StrCat("patternProperties at ", pointer, " must be an object"));
+      if (!pp.is_object())
+        return absl::InvalidArgumentError(
+            absl::StrCat("patternProperties at ", pointer, " must be an object"));
       if (pp.size() != 1) return Unsupported(pointer, "patternProperties", "more than one pattern");
       auto it = pp.begin();
       ASSIGN_OR_RETURN(Expr key, RegexToExpr(it.key(), RegexAnchoring::kSearch, &g_));
-      ASSIGN_OR_RETURN(Expr v, CompileSchema(it.value(), pointer + "/patternProperties/" + it.key()));
-      if (s.contains("additionalProperties") && !(s["additionalProperties"].is_boolean() && !s["additionalProperties"].get<bool>())) {
-        return Unsupported(pointer, "additionalProperties", "together with patternProperties (use false)");
+      ASSIGN_OR_RETURN(Expr v,
+                       CompileSchema(it.value(), pointer + "/patternProperties/" + it.key()));
+      if (s.contains("additionalProperties") &&
+          !(s["additionalProperties"].is_boolean() && !s["additionalProperties"].get<bool>())) {
+        return Unsupported(pointer, "additionalProperties",
+                           "together with patternProperties (use false)");
       }
-      members.push_back(Expr::Seq({Lit("\""), JsonEscapeExpr(key), Lit("\""), Ws(), Tok(":"), v, Ws()}));
+      members.push_back(
+          Expr::Seq({Lit("\""), JsonEscapeExpr(key), Lit("\""), Ws(), Tok(":"), v, Ws()}));
     } else {
       Expr v;
       if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
-        ASSIGN_OR_RETURN(v, CompileSchema(s["additionalProperties"], pointer + "/additionalProperties"));
+        ASSIGN_OR_RETURN(
+            v, CompileSchema(s["additionalProperties"], pointer + "/additionalProperties"));
       } else {
         v = AnyValue();
       }
@@ -729,19 +849,130 @@ class SchemaCompiler {
     }
     Expr member = members[0];
     if (max_p == 0) return Expr::Seq({Tok("{"), Lit("}")});
-    Expr nonempty = Expr::Seq({member, Expr::Repeat(Expr::Seq({Tok(","), member}), std::max(0, min_p - 1),
-                                                    max_p == kUnbounded ? kUnbounded : max_p - 1)});
+    Expr nonempty =
+        Expr::Seq({member, Expr::Repeat(Expr::Seq({Tok(","), member}), std::max(0, min_p - 1),
+                                        max_p == kUnbounded ? kUnbounded : max_p - 1)});
     return Expr::Seq({Tok("{"), min_p == 0 ? Expr::Optional(nonempty) : nonempty, Lit("}")});
+  }
+
+  // The unescaped text of a string valid against string schema `s` (JsonSchemaEmbedder).
+  absl::StatusOr<Expr> RawString(const Json& s, const std::string& pointer) {
+    if (!s.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat("schema at ", pointer, " must be an object"));
+    }
+    static const auto* kStringKeywords = new std::set<std::string>{
+        "type", "enum", "const", "minLength", "maxLength", "pattern", "format"};
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      const std::string& k = it.key();
+      if (AnnotationKeywords().count(k) || kStringKeywords->count(k) || k.rfind("x-", 0) == 0) {
+        continue;
+      }
+      return Unsupported(pointer, k, "not supported on a string parameter");
+    }
+    if (s.contains("const")) {
+      if (!s["const"].is_string()) return Unsupported(pointer, "const", "not a string");
+      return Lit(s["const"].get<std::string>());
+    }
+    if (s.contains("enum")) {
+      if (!s["enum"].is_array() || s["enum"].empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("enum at ", pointer, " must be a non-empty array"));
+      }
+      std::vector<Expr> alts;
+      for (const auto& v : s["enum"]) {
+        if (!v.is_string()) return Unsupported(pointer, "enum", "not all strings");
+        alts.push_back(Lit(v.get<std::string>()));
+      }
+      return Expr::Choice(std::move(alts));
+    }
+    ASSIGN_OR_RETURN(int min_len, GetCount(s, "minLength", pointer, 0));
+    ASSIGN_OR_RETURN(int max_len, GetCount(s, "maxLength", pointer, kUnbounded));
+    if (max_len != kUnbounded && max_len < min_len) {
+      return Unsupported(pointer, "maxLength", "smaller than minLength");
+    }
+    std::string regex;
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string())
+        return absl::InvalidArgumentError(
+            absl::StrCat("pattern at ", pointer, " must be a string"));
+      regex = s["pattern"].get<std::string>();
+    }
+    if (s.contains("format")) {
+      if (!s["format"].is_string())
+        return absl::InvalidArgumentError(absl::StrCat("format at ", pointer, " must be a string"));
+      auto f = Formats().find(s["format"].get<std::string>());
+      if (f == Formats().end()) {
+        return Unsupported(pointer, "format",
+                           absl::StrCat("format '", s["format"].get<std::string>(),
+                                        "' is not supported (supported: date, time, date-time, "
+                                        "uuid, email, ipv4, hostname)"));
+      }
+      if (!regex.empty()) return Unsupported(pointer, "format", "combined with pattern");
+      regex = "^" + f->second + "$";
+    }
+    if (!regex.empty()) {
+      if (min_len != 0 || max_len != kUnbounded) {
+        return Unsupported(pointer, "minLength", "length bounds combined with pattern/format");
+      }
+      return RegexToExpr(regex, RegexAnchoring::kSearch, &g_);
+    }
+    return Expr::Repeat(Expr::AnyChar(), min_len, max_len);
   }
 
  private:
   const Json& root_;
   JsonSchemaOptions opt_;
-  Grammar g_;
+  Grammar own_;
+  Grammar& g_;
   std::map<std::string, int> ref_rules_;
 };
 
-}  // namespace
+}  // namespace internal
+
+using internal::SchemaCompiler;
+
+// ---------------------------------------------------------------------------------------------
+
+JsonSchemaEmbedder::JsonSchemaEmbedder(const nlohmann::ordered_json& document, Grammar* grammar,
+                                       const JsonSchemaOptions& options)
+    : document_(document),
+      compiler_(std::make_unique<SchemaCompiler>(document_, options, grammar)) {}
+
+JsonSchemaEmbedder::~JsonSchemaEmbedder() = default;
+
+absl::StatusOr<Expr> JsonSchemaEmbedder::Value(const nlohmann::ordered_json& schema,
+                                               const std::string& pointer) {
+  try {
+    return compiler_->CompileSchema(schema, pointer);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JSON schema at ", pointer, " could not be compiled: ", e.what()));
+  }
+}
+
+absl::StatusOr<Expr> JsonSchemaEmbedder::RawString(const nlohmann::ordered_json& schema,
+                                                   const std::string& pointer) {
+  try {
+    return compiler_->RawString(schema, pointer);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JSON schema at ", pointer, " could not be compiled: ", e.what()));
+  }
+}
+
+absl::StatusOr<const nlohmann::ordered_json*> JsonSchemaEmbedder::Resolve(
+    const std::string& ref, const std::string& pointer) {
+  try {
+    return compiler_->Resolve(ref, pointer);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("$ref '", ref, "' could not be resolved: ", e.what()));
+  }
+}
+
+bool IsAnnotationKeyword(const std::string& keyword) {
+  return AnnotationKeywords().count(keyword) > 0 || keyword.rfind("x-", 0) == 0;
+}
 
 absl::StatusOr<Grammar> JsonSchemaToGrammar(std::string_view schema_json,
                                             const JsonSchemaOptions& options) {
@@ -751,7 +982,8 @@ absl::StatusOr<Grammar> JsonSchemaToGrammar(std::string_view schema_json,
     SchemaCompiler c(schema, options);
     return c.Compile();
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("JSON schema could not be compiled: ", e.what()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("JSON schema could not be compiled: ", e.what()));
   }
 }
 

@@ -19,7 +19,9 @@ int Utf8Len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 
 
 void EncodeUtf8(uint32_t cp, uint8_t* out) {
   switch (Utf8Len(cp)) {
-    case 1: out[0] = static_cast<uint8_t>(cp); break;
+    case 1:
+      out[0] = static_cast<uint8_t>(cp);
+      break;
     case 2:
       out[0] = 0xC0 | (cp >> 6);
       out[1] = 0x80 | (cp & 0x3F);
@@ -83,7 +85,26 @@ std::vector<std::vector<std::pair<uint8_t, uint8_t>>> Utf8Sequences(uint32_t lo,
 // ---------------------------------------------------------------------------------------------
 // Vocabulary index.
 
+std::string ControlTokenBytes(std::string_view content) {
+  std::string out(1, kControlByte);
+  out.append(content);
+  out.push_back(kControlByte);
+  return out;
+}
+
+namespace {
+// True for ControlTokenBytes(c) with a non-empty c free of 0xFF; false for ordinary bytes.
+bool IsControlSpelling(const std::string& t) {
+  return t.size() >= 3 && t.front() == kControlByte && t.back() == kControlByte &&
+         t.find(kControlByte, 1) == t.size() - 1;
+}
+}  // namespace
+
 VocabularyIndex::VocabularyIndex(Vocabulary vocab) : vocab_(std::move(vocab)) {
+  // A 0xFF byte outside a control spelling could be used to spell a control token piecewise.
+  for (std::string& t : vocab_.token_bytes) {
+    if (t.find(kControlByte) != std::string::npos && !IsControlSpelling(t)) t.clear();
+  }
   std::vector<uint8_t> excluded(vocab_.size(), 0);
   for (int32_t id : vocab_.special_ids) {
     if (id >= 0 && id < vocab_.size()) excluded[id] = 1;
@@ -152,9 +173,9 @@ class GrammarBuilder {
     for (int r = 0; r < n; ++r) {
       RETURN_IF_ERROR(Emit(g_.body(r), out_->rule_start_[r], finals[r], r));
       if (out_->states_.size() > kMaxStates) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "grammar too large: more than ", kMaxStates, " automaton states (rule '", g_.name(r),
-            "'); reduce repetition bounds such as maxLength / maxItems"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("grammar too large: more than ", kMaxStates, " automaton states (rule '",
+                         g_.name(r), "'); reduce repetition bounds such as maxLength / maxItems"));
       }
     }
     out_->root_ = g_.root();
@@ -207,8 +228,10 @@ class GrammarBuilder {
       case Expr::Kind::kRuleRef:
         if (e.rule < 0 || e.rule >= g_.num_rules() || recursive[e.rule]) return 1;
         return ExpandedSize(e.rule, recursive, memo);
-      case Expr::Kind::kLiteral: return static_cast<int64_t>(e.text.size());
-      case Expr::Kind::kCharClass: return static_cast<int64_t>(e.ranges.size()) * 2;
+      case Expr::Kind::kLiteral:
+        return static_cast<int64_t>(e.text.size());
+      case Expr::Kind::kCharClass:
+        return static_cast<int64_t>(e.ranges.size()) * 2;
       case Expr::Kind::kRepeat: {
         int64_t copies = e.max == kUnbounded ? e.min + 1 : e.max;
         return 1 + std::max<int64_t>(copies, 1) * ExprSize(e.children[0], recursive, memo);
@@ -241,7 +264,9 @@ class GrammarBuilder {
     if (out_->states_.size() > kMaxStates) return absl::OkStatus();  // reported by caller
     using K = Expr::Kind;
     switch (e.kind) {
-      case K::kEmpty: Eps(from, to); return absl::OkStatus();
+      case K::kEmpty:
+        Eps(from, to);
+        return absl::OkStatus();
       case K::kLiteral: {
         int32_t cur = from;
         for (size_t i = 0; i < e.text.size(); ++i) {
@@ -472,8 +497,8 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(
 // Stacks, closure and byte steps.
 
 int32_t StackArena::Intern(int32_t state, int32_t parent) {
-  uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
-                 static_cast<uint32_t>(parent);
+  uint64_t key =
+      (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) | static_cast<uint32_t>(parent);
   auto [it, inserted] = index_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
   if (inserted) nodes_.emplace_back(state, parent);
   return it->second;
@@ -502,7 +527,8 @@ void Close(const CompiledGrammar& g, StackArena& arena, const std::vector<int32_
       const auto& st = g.state(s);
       if (!st.bytes.empty()) out->nodes.push_back(arena.Intern(s, parent));
       for (const auto& c : st.calls) {
-        work.push_back(arena.Intern(g.rule_start(c.callee_rule), arena.Intern(c.return_state, parent)));
+        work.push_back(
+            arena.Intern(g.rule_start(c.callee_rule), arena.Intern(c.return_state, parent)));
       }
       if (st.final) {
         if (parent == StackArena::kRoot) {
@@ -649,8 +675,7 @@ void GrammarMatcher::Reset() {
   terminated_history_.push_back(false);
 }
 
-bool GrammarMatcher::Advance(const Configuration& from, std::string_view bytes,
-                             Configuration* to) {
+bool GrammarMatcher::Advance(const Configuration& from, std::string_view bytes, Configuration* to) {
   if (bytes.empty()) {
     *to = from;
     return true;

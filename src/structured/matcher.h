@@ -14,7 +14,8 @@
 // top states plus the uncertain tokens that survive a full simulation on the actual stacks.
 // The vocabulary is walked as a sorted trie (shared prefixes are simulated once).
 //
-// EOS tokens are allowed only when the grammar can terminate; special tokens never.
+// EOS tokens are allowed only when the grammar can terminate; special tokens never, control
+// tokens (see ControlTokenBytes) only where the grammar spells them.
 // Thread-safety: CompiledGrammar is immutable apart from its internal, mutex-protected caches
 // and may be shared by many matchers; a GrammarMatcher is used by one thread at a time.
 #ifndef DEEPINFER_STRUCTURED_MATCHER_H_
@@ -34,9 +35,20 @@
 
 namespace deepinfer::structured {
 
+// Control tokens: special tokens that a grammar may require by id, e.g. DeepSeek's `｜DSML｜`
+// tag prefix, which the output parser recognises only as that single id (spec §2.3). In the
+// vocabulary such a token's bytes are the reserved spelling ControlTokenBytes(content) =
+// 0xFF + content + 0xFF; a grammar asks for the token with Expr::Literal(ControlTokenBytes(..)).
+// 0xFF never occurs in UTF-8 and no front end emits it, so grammars without such a literal never
+// allow a control token, and ordinary tokens containing 0xFF (raw byte tokens) are excluded by
+// VocabularyIndex so that they cannot spell a control token piece by piece.
+inline constexpr char kControlByte = '\xFF';
+std::string ControlTokenBytes(std::string_view content);
+
 // The token vocabulary as bytes: what the matcher needs from a tokenizer.
 struct Vocabulary {
-  // token_bytes[id] = the exact bytes token `id` decodes to ("" for ids that never match).
+  // token_bytes[id] = the exact bytes token `id` decodes to ("" for ids that never match);
+  // ControlTokenBytes(content) for control tokens.
   std::vector<std::string> token_bytes;
   // Ids that can never be generated under a grammar (special/control tokens). EOS ids are
   // handled separately and should also be listed here.
@@ -101,8 +113,8 @@ class CompiledGrammar {
     bool final = false;  // end of its rule
   };
   struct TokenSets {
-    std::vector<uint32_t> accepted;   // bitmask [mask_words]
-    std::vector<int32_t> uncertain;   // token ids needing a full simulation
+    std::vector<uint32_t> accepted;  // bitmask [mask_words]
+    std::vector<int32_t> uncertain;  // token ids needing a full simulation
   };
   const State& state(int s) const { return states_[s]; }
   const std::vector<int32_t>& closure(int s) const { return eps_closure_[s]; }

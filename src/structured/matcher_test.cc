@@ -40,9 +40,9 @@ std::shared_ptr<const VocabularyIndex> TestVocab() {
   Vocabulary v;
   for (int b = 0; b < 256; ++b) v.token_bytes.push_back(std::string(1, static_cast<char>(b)));
   for (const char* piece :
-       {"ab", "abc", "\"", "\":", "\",\"", "{\"", "\"}", "true", "false", "null", "12", "3.5",
-        "é", "\xc3", "\xa9", "name", "age", "\"name\":\"", "[1,", "]}", "  ", "\n", "é\"", "日本",
-        "}", "{}", "[]", ",\"", "0", "-1", "e+", "xyz"}) {
+       {"ab",  "abc",  "\"",   "\":",  "\",\"", "{\"", "\"}",         "true", "false", "null", "12",
+        "3.5", "é",    "\xc3", "\xa9", "name",  "age", "\"name\":\"", "[1,",  "]}",    "  ",   "\n",
+        "é\"", "日本", "}",    "{}",   "[]",    ",\"", "0",           "-1",   "e+",    "xyz"}) {
     v.token_bytes.push_back(piece);
   }
   v.token_bytes.push_back("<eos>");
@@ -129,7 +129,8 @@ TEST(Regex, QuantifiersGroupsAlternation) {
 
 TEST(Regex, UnsupportedConstructsAreErrorsWithPosition) {
   for (const char* p : {"(a)\\1", "a(?=b)", "(?<n>a)", "\\bword", "a^b", "\\p{L}"}) {
-    EXPECT_THAT(RegexToGrammar(p), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("position")))
+    EXPECT_THAT(RegexToGrammar(p),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("position")))
         << p;
   }
 }
@@ -144,6 +145,16 @@ void ExpectMaskMatchesBruteForce(GrammarMatcher& m) {
     if (accepted) m.Rollback(1);
     ASSERT_EQ(in_mask, accepted) << "token " << id << " '" << vocab.vocab().token_bytes[id] << "'";
   }
+}
+
+// Object properties come out in the order the schema lists them (as OpenAI's strict structured
+// outputs do), not sorted: a parser that sorts keys would flip this pair.
+TEST(JsonSchema, PropertiesFollowSchemaOrder) {
+  ASSERT_OK_AND_ASSIGN(
+      Grammar g, JsonSchemaToGrammar(R"({"type":"object","properties":{"zeta":{"type":"integer"},
+          "alpha":{"type":"boolean"}},"required":["zeta","alpha"],"additionalProperties":false})"));
+  EXPECT_TRUE(Matches(g, R"({"zeta":1,"alpha":true})"));
+  EXPECT_FALSE(Matches(g, R"({"alpha":true,"zeta":1})"));
 }
 
 TEST(Matcher, MaskEqualsBruteForceAlongRandomWalks) {

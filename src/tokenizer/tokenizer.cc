@@ -1,11 +1,10 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/thread_pool.h"
@@ -703,24 +702,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 
-namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
-  return ss.str();
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(std::string_view dir) {
   const std::string base(dir);
-  ASSIGN_OR_RETURN(std::string json, ReadFile(base + "/tokenizer.json"));
+  ASSIGN_OR_RETURN(std::string json, ReadFileToString(base + "/tokenizer.json"));
   std::string config;
-  if (auto c = ReadFile(base + "/tokenizer_config.json"); c.ok()) config = *std::move(c);
+  if (auto c = ReadFileToString(base + "/tokenizer_config.json"); c.ok()) config = *std::move(c);
   auto tok = FromJson(json, config);
   if (!tok.ok()) return Annotate(tok.status(), base);
   return tok;

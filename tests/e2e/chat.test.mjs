@@ -120,6 +120,57 @@ describe('chat completions on the demo preset', { skip }, () => {
     assert.equal(a.usage.completion_tokens, b.usage.completion_tokens);
   });
 
+  test('seeded sampling (temperature 1, top_p 0.9): stream equals non-stream', async () => {
+    const req = { model: 'demo', messages: MESSAGES, max_tokens: 12, temperature: 1, top_p: 0.9, seed: 2024 };
+    const whole = await client.chat.completions.create(req);
+    const stream = await client.chat.completions.create({ ...req, stream: true });
+    let content = '';
+    let reasoning = '';
+    let finish = null;
+    for await (const chunk of stream) {
+      const c = chunk.choices[0];
+      if (!c) continue;
+      content += c.delta.content ?? '';
+      reasoning += c.delta.reasoning_content ?? '';
+      finish = c.finish_reason ?? finish;
+    }
+    const m = whole.choices[0].message;
+    assert.equal(reasoning, m.reasoning_content ?? '');
+    assert.equal(content, m.content ?? '');
+    assert.equal(finish, whole.choices[0].finish_reason);
+  });
+
+  test('seeded forced tool calls: streamed tool_call deltas equal the non-stream tool_calls', async () => {
+    const req = {
+      model: 'demo', messages: [{ role: 'user', content: 'Time in UTC?' }], max_tokens: 200,
+      temperature: 1, top_p: 0.9, seed: 31, thinking: { type: 'disabled' }, tool_choice: 'required',
+      tools: [{ type: 'function', function: { name: 'get_time', parameters: {
+        type: 'object', properties: { zone: { enum: ['UTC', 'CET'] } }, required: ['zone'],
+        additionalProperties: false } } }],
+    };
+    const whole = await client.chat.completions.create(req);
+    const stream = await client.chat.completions.create({ ...req, stream: true });
+    const calls = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      const c = chunk.choices[0];
+      if (!c) continue;
+      finish = c.finish_reason ?? finish;
+      for (const t of c.delta.tool_calls ?? []) {
+        calls[t.index] ??= { name: '', arguments: '' };
+        calls[t.index].name += t.function?.name ?? '';
+        calls[t.index].arguments += t.function?.arguments ?? '';
+      }
+    }
+    assert.equal(whole.choices[0].finish_reason, 'tool_calls');
+    assert.equal(finish, 'tool_calls');
+    const expected = whole.choices[0].message.tool_calls.map((t) => ({ name: t.function.name,
+                                                                        arguments: t.function.arguments }));
+    assert.ok(expected.length >= 1);
+    assert.deepEqual(calls, expected);
+    for (const c of calls) assert.ok(['UTC', 'CET'].includes(JSON.parse(c.arguments).zone));
+  });
+
   test('tools and tool_choice are accepted', async () => {
     const r = await client.chat.completions.create({
       model: 'demo', messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 4,

@@ -1,58 +1,208 @@
-// /v1/responses on the `demo` preset through the official openai client (client.responses).
-// Random weights: the checks are on the protocol — the SDK parses every event, the streamed
-// result (response.completed) equals the non-streamed one for the same seeded request, errors.
+// /v1/responses on the `demo` preset through the official openai client (client.responses.create
+// and the SDK's own accumulating client.responses.stream). Random weights: the checks are on the
+// protocol — the SDK parses every event, the streamed result (response.completed and the SDK's
+// accumulated snapshot) equals the non-streamed one for the same seeded request (temperature 0
+// and seeded temperature-1 sampling; text, reasoning and tool calls), tool-call history is
+// accepted, forced tool calls (tool_choice required / named; grammar-constrained, issue #11)
+// carry arguments that ajv accepts against the tool's schema, and errors have OpenAI's shape.
+// `seed` is our extension field (docs/protocol.md), sent as an extra body field.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import Ajv from 'ajv';
 import { demoModel, startServer } from './helpers.mjs';
 
 const dir = demoModel();
 const skip = dir ? false : 'the demo checkpoint could not be generated (deepinfer make-test-model)';
 const REQ = { model: 'demo', instructions: 'Be terse.', input: 'Say hello.', max_output_tokens: 12,
               temperature: 0, reasoning: { effort: 'high' } };
+// Seeded sampling: temperature 1 with a nucleus, reproducible through `seed`.
+const SAMPLED = { temperature: 1, top_p: 0.9, seed: 1234 };
 
-function strip(r) {  // ids and timestamps differ between two requests
+const WEATHER = {
+  type: 'object',
+  properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  required: ['city', 'days'],
+  additionalProperties: false,
+};
+const TIME = {
+  type: 'object',
+  properties: { zone: { enum: ['UTC', 'CET', 'PST'] } },
+  required: ['zone'],
+  additionalProperties: false,
+};
+const TOOLS = [
+  { type: 'function', name: 'get_weather', description: 'Weather forecast', parameters: WEATHER, strict: true },
+  { type: 'function', name: 'get_time', description: 'Current time', parameters: TIME, strict: true },
+];
+const ajv = new Ajv({ strict: false });
+const VALIDATE = { get_weather: ajv.compile(WEATHER), get_time: ajv.compile(TIME) };
+
+// History with a tool round trip: function_call + function_call_output items.
+const HISTORY = [
+  { role: 'user', content: 'Weather in Paris for 2 days?' },
+  // Thinking mode needs the reasoning of a tool-calling turn passed back (spec §5 case 20c).
+  { type: 'reasoning', id: 'rs_prev', summary: [],
+    content: [{ type: 'reasoning_text', text: 'I need the forecast tool.' }] },
+  { type: 'function_call', call_id: 'call_abc', name: 'get_weather', arguments: '{"city":"Paris","days":2}' },
+  { type: 'function_call_output', call_id: 'call_abc', output: '{"forecast":"sunny"}' },
+  { role: 'assistant', content: [{ type: 'output_text', text: 'Sunny.' }] },
+  { role: 'user', content: [{ type: 'input_text', text: 'And the time in UTC?' }] },
+];
+
+function strip(r) {  // ids differ between two requests (call ids are random)
   return r.output.map((item) => {
     const { id, call_id, ...rest } = item;
     return rest;
   });
 }
 
+// Checks the framing of one streamed response's events and that the deltas of every item
+// concatenate to its `.done` value; returns the terminal event.
+function checkEvents(events) {
+  const deltas = new Map();  // item_id -> concatenated delta
+  const dones = new Map();   // item_id -> .done text / arguments
+  let seq = -1;
+  for (const ev of events) {
+    assert.ok(ev.sequence_number > seq, 'sequence numbers increase');
+    seq = ev.sequence_number;
+    if (ev.type.endsWith('.delta')) deltas.set(ev.item_id, (deltas.get(ev.item_id) ?? '') + ev.delta);
+    if (ev.type === 'response.function_call_arguments.done') dones.set(ev.item_id, ev.arguments);
+    if (ev.type === 'response.output_text.done' || ev.type === 'response.reasoning_text.done') {
+      dones.set(ev.item_id, ev.text);
+    }
+    if (ev.type === 'response.output_item.done' && ev.item.type === 'function_call') {
+      assert.equal(ev.item.arguments, dones.get(ev.item.id));
+    }
+  }
+  assert.equal(events[0].type, 'response.created');
+  assert.equal(events[1].type, 'response.in_progress');
+  const last = events.at(-1);
+  assert.ok(['response.completed', 'response.incomplete'].includes(last.type), last.type);
+  for (const [id, text] of dones) assert.equal(deltas.get(id) ?? '', text, `deltas of ${id}`);
+  return last;
+}
+
+async function rawEvents(client, req) {
+  const events = [];
+  for await (const ev of await client.responses.create({ ...req, stream: true })) events.push(ev);
+  return events;
+}
+
+// Non-stream, the SDK's accumulating stream helper (client.responses.stream) and, with `raw`, a
+// plain client.responses.create({stream: true}) for the same request; all must agree. They run
+// concurrently (one batch; the server runs batch-invariant, see below). Returns the non-stream
+// response.
+async function agreeAll(client, req, { raw = false } = {}) {
+  const helper = client.responses.stream(req);
+  const helperEvents = [];
+  helper.on('event', (ev) => helperEvents.push(ev));
+  const [whole, final, rawList] = await Promise.all([
+    client.responses.create(req),
+    helper.finalResponse(),  // accumulated by the SDK from the deltas
+    raw ? rawEvents(client, req) : null,
+  ]);
+  for (const events of rawList ? [helperEvents, rawList] : [helperEvents]) {
+    const last = checkEvents(events);
+    assert.deepEqual(strip(last.response), strip(whole));
+    assert.equal(last.response.status, whole.status);
+    assert.deepEqual(last.response.usage, whole.usage);
+  }
+  // The SDK replaces its snapshot only on response.completed (otherwise it keeps the items as
+  // added, status in_progress, with the deltas appended) and adds parsed / parsed_arguments.
+  const sdkView = (r, all) => strip(r).map(({ status, parsed_arguments, ...rest }) => ({
+    ...rest, ...(all ? { status } : {}),
+    ...(rest.content ? { content: rest.content.map(({ parsed, ...c }) => c) } : {}),
+  }));
+  assert.deepEqual(sdkView(final, whole.status === 'completed'),
+                   sdkView(whole, whole.status === 'completed'));
+  return whole;
+}
+
+function checkCalls(r, allowed) {
+  assert.equal(r.status, 'completed', JSON.stringify(r.incomplete_details));
+  const calls = r.output.filter((i) => i.type === 'function_call');
+  assert.ok(calls.length >= 1, 'at least one function_call item');
+  assert.deepEqual(r.output.filter((i) => i.type !== 'function_call' && i.type !== 'reasoning'), [],
+                   'nothing but calls (and reasoning) in a forced response');
+  for (const c of calls) {
+    assert.ok(allowed.includes(c.name), c.name);
+    assert.match(c.call_id, /^call_/);
+    assert.match(c.id, /^fc_/);
+    assert.equal(c.status, 'completed');
+    const args = JSON.parse(c.arguments);
+    assert.ok(VALIDATE[c.name](args), `${c.name} ${c.arguments}: ${ajv.errorsText(VALIDATE[c.name].errors)}`);
+  }
+  return calls;
+}
+
 describe('responses on the demo preset', { skip }, () => {
   let server;
   let client;
   before(async () => {
+    // Batch-invariant kernels: a request's result does not depend on what it is batched with,
+    // so the compared requests can run concurrently (and the suite stays fast).
+    process.env.DEEPINFER_BATCH_INVARIANT = '1';
     server = await startServer(dir, ['--served-model-name', 'demo']);
     client = new OpenAI({ baseURL: server.baseURL, apiKey: 'unused', maxRetries: 0 });
   });
   after(async () => { await server?.stop(); });
 
-  test('non-stream and stream agree; every event parses', async () => {
-    const r = await client.responses.create(REQ);
+  test('non-stream and stream agree at temperature 0; every event parses', async () => {
+    const r = await agreeAll(client, REQ, { raw: true });
     assert.equal(r.object, 'response');
     assert.match(r.id, /^resp_/);
     assert.ok(['completed', 'incomplete'].includes(r.status));
     assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
-    const stream = await client.responses.create({ ...REQ, stream: true });
-    const types = [];
-    let last;
-    let seq = -1;
-    for await (const ev of stream) {
-      types.push(ev.type);
-      assert.ok(ev.sequence_number > seq);
-      seq = ev.sequence_number;
-      last = ev;
-    }
-    assert.equal(types[0], 'response.created');
-    assert.equal(types[1], 'response.in_progress');
-    assert.ok(['response.completed', 'response.incomplete'].includes(last.type));
-    assert.deepEqual(strip(last.response), strip(r));
+    assert.equal(r.output[0].type, 'reasoning', 'thinking is on: reasoning comes first');
   });
 
-  test('errors have the OpenAI shape', async () => {
+  test('seeded sampling (temperature 1, top_p 0.9, seed): stream equals non-stream', async () => {
+    const req = { ...REQ, ...SAMPLED, max_output_tokens: 16 };
+    const [a, b, other] = await Promise.all([agreeAll(client, req, { raw: true }), client.responses.create(req),
+                                             client.responses.create({ ...req, seed: 99 })]);
+    assert.deepEqual(strip(b), strip(a), 'the same seed reproduces the sample');
+    assert.notDeepEqual(strip(other), strip(a), 'another seed samples something else');
+  });
+
+  test('history with function_call and function_call_output items', async () => {
+    const req = { model: 'demo', input: HISTORY, tools: TOOLS, max_output_tokens: 6, temperature: 0 };
+    const r = await agreeAll(client, req);
+    assert.ok(r.usage.input_tokens > 60, 'the tools prompt and history are rendered');
+    assert.deepEqual(r.tools.map((t) => t.name), ['get_weather', 'get_time']);
+  });
+
+  test('tool_choice required: function_call items valid against the schema; seeded stream equals non-stream', async () => {
+    const req = { model: 'demo', input: 'Weather in Paris?', tools: TOOLS, tool_choice: 'required',
+                  reasoning: { effort: 'none' }, max_output_tokens: 600, ...SAMPLED };
+    const r = await agreeAll(client, req);
+    checkCalls(r, ['get_weather', 'get_time']);
+    assert.equal(r.tool_choice, 'required');
+  });
+
+  test('named tool_choice and parallel_tool_calls false: exactly one call of that tool', async () => {
+    const req = { model: 'demo', input: 'Time?', tools: TOOLS, parallel_tool_calls: false,
+                  tool_choice: { type: 'function', name: 'get_time' }, reasoning: { effort: 'none' },
+                  max_output_tokens: 150, ...SAMPLED, seed: 5 };
+    const r = await agreeAll(client, req);
+    const calls = checkCalls(r, ['get_time']);
+    assert.equal(calls.length, 1);
+  });
+
+  test('errors have the OpenAI shape and class', async () => {
+    const bad = (e, param) => e instanceof OpenAI.BadRequestError && e.status === 400 &&
+      e.type === 'invalid_request_error' && (param === undefined || e.param === param);
     await assert.rejects(client.responses.create({ ...REQ, previous_response_id: 'resp_x' }),
-                         (e) => e.status === 400 && e.error?.param === 'previous_response_id');
+                         (e) => bad(e, 'previous_response_id'));
     await assert.rejects(client.responses.create({ model: 'demo', input: [{ role: 'tool', content: 'x' }] }),
-                         (e) => e.status === 400 && e.error?.type === 'invalid_request_error');
+                         (e) => bad(e, 'input[0].role'));
+    await assert.rejects(client.responses.create({
+      model: 'demo', input: [{ role: 'user', content: 'x' },
+                             { type: 'function_call_output', call_id: 'call_nope', output: 'y' }],
+    }), (e) => bad(e, 'input[1]') && /call_nope/.test(e.message));
+    await assert.rejects(client.responses.create({
+      model: 'demo', input: 'x', tools: TOOLS, tool_choice: { type: 'function', name: 'nope' },
+    }), (e) => bad(e, 'tool_choice.name') && /nope/.test(e.message));
+    await assert.rejects(client.responses.create({ ...REQ, seed: 'x' }), (e) => bad(e, 'seed'));
   });
 });
