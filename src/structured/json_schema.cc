@@ -560,18 +560,26 @@ class SchemaCompiler {
     return static_cast<int>(v.get<int64_t>());
   }
 
-  absl::StatusOr<Expr> CompileString(const Json& s, const std::string& pointer) {
-    ASSIGN_OR_RETURN(int min_len, GetCount(s, "minLength", pointer, 0));
-    ASSIGN_OR_RETURN(int max_len, GetCount(s, "maxLength", pointer, kUnbounded));
-    if (max_len != kUnbounded && max_len < min_len) {
+  // The content constraints of a string schema: code-point length bounds, and the pattern (or
+  // the pattern of its `format`) that the unquoted content must match. Errors: InvalidArgument
+  // for malformed keywords or combinations we cannot enforce together.
+  struct StringBounds {
+    int min_len = 0;
+    int max_len = kUnbounded;
+    std::string regex;  // empty: no pattern
+  };
+  absl::StatusOr<StringBounds> ReadStringBounds(const Json& s, const std::string& pointer) {
+    StringBounds b;
+    ASSIGN_OR_RETURN(b.min_len, GetCount(s, "minLength", pointer, 0));
+    ASSIGN_OR_RETURN(b.max_len, GetCount(s, "maxLength", pointer, kUnbounded));
+    if (b.max_len != kUnbounded && b.max_len < b.min_len) {
       return Unsupported(pointer, "maxLength", "smaller than minLength");
     }
-    std::string regex;
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string())
         return absl::InvalidArgumentError(
             absl::StrCat("pattern at ", pointer, " must be a string"));
-      regex = s["pattern"].get<std::string>();
+      b.regex = s["pattern"].get<std::string>();
     }
     if (s.contains("format")) {
       if (!s["format"].is_string())
@@ -583,13 +591,20 @@ class SchemaCompiler {
                                         "' is not supported (supported: date, time, date-time, "
                                         "uuid, email, ipv4, hostname)"));
       }
-      if (!regex.empty()) return Unsupported(pointer, "format", "combined with pattern");
-      regex = "^" + f->second + "$";
+      if (!b.regex.empty()) return Unsupported(pointer, "format", "combined with pattern");
+      b.regex = "^" + f->second + "$";
     }
+    if (!b.regex.empty() && (b.min_len != 0 || b.max_len != kUnbounded)) {
+      return Unsupported(pointer, "minLength", "length bounds combined with pattern/format");
+    }
+    return b;
+  }
+
+  absl::StatusOr<Expr> CompileString(const Json& s, const std::string& pointer) {
+    ASSIGN_OR_RETURN(StringBounds b, ReadStringBounds(s, pointer));
+    const int min_len = b.min_len, max_len = b.max_len;
+    const std::string& regex = b.regex;
     if (!regex.empty()) {
-      if (min_len != 0 || max_len != kUnbounded) {
-        return Unsupported(pointer, "minLength", "length bounds combined with pattern/format");
-      }
       ASSIGN_OR_RETURN(Expr e, RegexToExpr(regex, RegexAnchoring::kSearch, &g_));
       return Expr::Seq({Lit("\""), JsonEscapeExpr(e), Lit("\"")});
     }
@@ -885,35 +900,10 @@ class SchemaCompiler {
       }
       return Expr::Choice(std::move(alts));
     }
-    ASSIGN_OR_RETURN(int min_len, GetCount(s, "minLength", pointer, 0));
-    ASSIGN_OR_RETURN(int max_len, GetCount(s, "maxLength", pointer, kUnbounded));
-    if (max_len != kUnbounded && max_len < min_len) {
-      return Unsupported(pointer, "maxLength", "smaller than minLength");
-    }
-    std::string regex;
-    if (s.contains("pattern")) {
-      if (!s["pattern"].is_string())
-        return absl::InvalidArgumentError(
-            absl::StrCat("pattern at ", pointer, " must be a string"));
-      regex = s["pattern"].get<std::string>();
-    }
-    if (s.contains("format")) {
-      if (!s["format"].is_string())
-        return absl::InvalidArgumentError(absl::StrCat("format at ", pointer, " must be a string"));
-      auto f = Formats().find(s["format"].get<std::string>());
-      if (f == Formats().end()) {
-        return Unsupported(pointer, "format",
-                           absl::StrCat("format '", s["format"].get<std::string>(),
-                                        "' is not supported (supported: date, time, date-time, "
-                                        "uuid, email, ipv4, hostname)"));
-      }
-      if (!regex.empty()) return Unsupported(pointer, "format", "combined with pattern");
-      regex = "^" + f->second + "$";
-    }
+    ASSIGN_OR_RETURN(StringBounds b, ReadStringBounds(s, pointer));
+    const int min_len = b.min_len, max_len = b.max_len;
+    const std::string& regex = b.regex;
     if (!regex.empty()) {
-      if (min_len != 0 || max_len != kUnbounded) {
-        return Unsupported(pointer, "minLength", "length bounds combined with pattern/format");
-      }
       return RegexToExpr(regex, RegexAnchoring::kSearch, &g_);
     }
     return Expr::Repeat(Expr::AnyChar(), min_len, max_len);

@@ -95,6 +95,13 @@ export async function startServer(modelDir, extraArgs = [], { timeoutMs = 120000
   };
 }
 
+// Every event of an SDK stream (the promise an SDK's create({stream: true}) returns), in order.
+export async function collectEvents(streamPromise) {
+  const events = [];
+  for await (const ev of await streamPromise) events.push(ev);
+  return events;
+}
+
 export function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
 }

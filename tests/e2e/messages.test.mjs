@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import Ajv from 'ajv';
-import { demoModel, startServer } from './helpers.mjs';
+import { collectEvents, demoModel, startServer } from './helpers.mjs';
 
 const dir = demoModel();
 const skip = dir ? false : 'the demo checkpoint could not be generated (deepinfer make-test-model)';
@@ -100,12 +100,6 @@ function checkEvents(events, m) {
   }
 }
 
-async function rawEvents(client, req) {
-  const events = [];
-  for await (const ev of await client.messages.create({ ...req, stream: true })) events.push(ev);
-  return events;
-}
-
 // create, the SDK's MessageStream (messages.stream) and, with `raw`, a plain
 // messages.create({stream: true}) for the same request; all must agree. They run concurrently
 // (one batch; the server runs batch-invariant, see below). Returns the created message.
@@ -116,7 +110,7 @@ async function agreeAll(client, req, { raw = false } = {}) {
   const [m, final, rawList] = await Promise.all([
     client.messages.create(req),
     s.finalMessage(),  // accumulated by the SDK from the deltas
-    raw ? rawEvents(client, req) : null,
+    raw ? collectEvents(client.messages.create({ ...req, stream: true })) : null,
   ]);
   assert.equal(m.type, 'message');
   assert.match(m.id, /^msg_/);

@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Ajv from 'ajv';
-import { demoModel, startServer } from './helpers.mjs';
+import { collectEvents, demoModel, startServer } from './helpers.mjs';
 
 const dir = demoModel();
 const skip = dir ? false : 'the demo checkpoint could not be generated (deepinfer make-test-model)';
@@ -83,12 +83,6 @@ function checkEvents(events) {
   return last;
 }
 
-async function rawEvents(client, req) {
-  const events = [];
-  for await (const ev of await client.responses.create({ ...req, stream: true })) events.push(ev);
-  return events;
-}
-
 // Non-stream, the SDK's accumulating stream helper (client.responses.stream) and, with `raw`, a
 // plain client.responses.create({stream: true}) for the same request; all must agree. They run
 // concurrently (one batch; the server runs batch-invariant, see below). Returns the non-stream
@@ -100,7 +94,7 @@ async function agreeAll(client, req, { raw = false } = {}) {
   const [whole, final, rawList] = await Promise.all([
     client.responses.create(req),
     helper.finalResponse(),  // accumulated by the SDK from the deltas
-    raw ? rawEvents(client, req) : null,
+    raw ? collectEvents(client.responses.create({ ...req, stream: true })) : null,
   ]);
   for (const events of rawList ? [helperEvents, rawList] : [helperEvents]) {
     const last = checkEvents(events);
