@@ -13,6 +13,7 @@
 // block table), not the engine: it exists to check a model end to end.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,6 +98,9 @@ absl::StatusOr<StructuredOutputFlag> ParseStructuredOutputFlags(const FlagSet& f
 }
 
 // --prompt TEXT: tokenizer + Engine (sampling flags apply). Prints the generated text.
+// Upper bound of --max-tokens (tokens): far above any context this CLI can hold, far below int.
+constexpr int kMaxGenerateTokens = 1 << 24;
+
 int GenerateWithEngine(const FlagSet& flags) {
   const std::string dir = flags.GetString("model");
   absl::StatusOr<int64_t> max_tokens = flags.GetInt("max-tokens");
@@ -111,6 +115,16 @@ int GenerateWithEngine(const FlagSet& flags) {
       std::fprintf(stderr, "deepinfer generate: %s\n", std::string(s.message()).c_str());
       return 2;
     }
+  }
+  // Checked here, before the narrowing casts below and before loading the model.
+  if (*max_tokens < 1 || *max_tokens > kMaxGenerateTokens) {
+    std::fprintf(stderr, "deepinfer generate: --max-tokens must be in [1, %d], got %lld\n",
+                 kMaxGenerateTokens, static_cast<long long>(*max_tokens));
+    return 2;
+  }
+  if (*top_k < -1 || *top_k > std::numeric_limits<int32_t>::max()) {
+    std::fprintf(stderr, "deepinfer generate: --top-k must be -1 (off) or a positive count\n");
+    return 2;
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromDirectory(dir);
   if (!tok.ok()) return Fail(tok.status());

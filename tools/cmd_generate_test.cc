@@ -147,6 +147,12 @@ TEST(CmdGenerateTest, StructuredOutputFlagErrorsNameTheFlag) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.err, HasSubstr("--regex needs --model and --prompt"));
   EXPECT_THAT(Capture({"--help"}).out, HasSubstr("--json-schema"));
+  // Out-of-range counts are flag errors, not silently narrowed to 32 bits.
+  for (const char* bad : {"0", "-5", "4294967297", "99999999999"}) {
+    r = Capture({"--model", m, "--prompt", "x", "--regex", "a", "--max-tokens", bad});
+    EXPECT_EQ(r.rc, 2) << bad;
+    EXPECT_THAT(r.err, HasSubstr("--max-tokens must be in [1, ")) << bad;
+  }
 }
 
 TEST(CmdGenerateTest, BadUsage) {

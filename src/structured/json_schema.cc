@@ -1,9 +1,11 @@
 #include "structured/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -369,6 +371,21 @@ class SchemaCompiler {
   }
 
   absl::StatusOr<Expr> CompileSchema(const Json& s, const std::string& pointer) {
+    // Recursion through $ref becomes grammar rules, so the compiler's own recursion follows the
+    // document's nesting; the guard turns any unforeseen cycle into an error, never a stack
+    // overflow.
+    if (depth_ >= kMaxCompileDepth) {
+      return Unsupported(pointer, "$ref",
+                         absl::StrCat("schema nesting (after resolving references) deeper than ",
+                                      kMaxCompileDepth));
+    }
+    ++depth_;
+    absl::StatusOr<Expr> e = CompileSchemaAtDepth(s, pointer);
+    --depth_;
+    return e;
+  }
+
+  absl::StatusOr<Expr> CompileSchemaAtDepth(const Json& s, const std::string& pointer) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return AnyValue();
       return absl::InvalidArgumentError(
@@ -510,13 +527,28 @@ class SchemaCompiler {
           absl::StrCat("allOf at ", pointer, " must be a non-empty array"));
     }
     // Merge object-shaped branches (after resolving $ref) into one schema.
+    std::vector<std::string> merged_refs;
     Json merged = s;
     merged.erase("allOf");
     for (size_t i = 0; i < arr.size(); ++i) {
       const Json* b = &arr[i];
       std::string bp = absl::StrCat(pointer, "/allOf/", i);
       if (b->is_object() && b->contains("$ref")) {
-        ASSIGN_OR_RETURN(b, Resolve((*b)["$ref"].get<std::string>(), bp));
+        if (!(*b)["$ref"].is_string()) {
+          return absl::InvalidArgumentError(absl::StrCat("$ref at ", bp, " must be a string"));
+        }
+        const std::string ref = (*b)["$ref"].get<std::string>();
+        // Merging inlines the target; a target that contains this allOf again would inline
+        // itself forever (a tree whose child is `allOf: [{$ref: "#"}]`).
+        if (std::find(allof_refs_.begin(), allof_refs_.end(), ref) != allof_refs_.end()) {
+          return Unsupported(bp, "allOf",
+                             absl::StrCat("$ref '", ref,
+                                          "' refers back to a schema that encloses this allOf "
+                                          "(recursion through allOf is not supported; use $ref "
+                                          "without allOf)"));
+        }
+        ASSIGN_OR_RETURN(b, Resolve(ref, bp));
+        merged_refs.push_back(ref);
       }
       if (!b->is_object()) return Unsupported(bp, "allOf", "branches must be schema objects");
       for (auto it = b->begin(); it != b->end(); ++it) {
@@ -544,7 +576,11 @@ class SchemaCompiler {
         }
       }
     }
-    return CompileSchema(merged, pointer);
+    const size_t outer = allof_refs_.size();
+    allof_refs_.insert(allof_refs_.end(), merged_refs.begin(), merged_refs.end());
+    absl::StatusOr<Expr> e = CompileSchema(merged, pointer);
+    allof_refs_.resize(outer);
+    return e;
   }
 
   absl::StatusOr<int> GetCount(const Json& s, const char* key, const std::string& pointer,
@@ -915,6 +951,9 @@ class SchemaCompiler {
   Grammar own_;
   Grammar& g_;
   std::map<std::string, int> ref_rules_;
+  static constexpr int kMaxCompileDepth = 256;
+  int depth_ = 0;                        // CompileSchema calls on the stack
+  std::vector<std::string> allof_refs_;  // $refs being merged by enclosing allOfs
 };
 
 }  // namespace internal

@@ -157,6 +157,32 @@ TEST(JsonSchema, PropertiesFollowSchemaOrder) {
   EXPECT_FALSE(Matches(g, R"({"alpha":true,"zeta":1})"));
 }
 
+// allOf merges its branches inline; a branch whose $ref leads back to an enclosing schema would
+// inline itself forever (this crashed the server with a stack overflow): it is a compile error
+// naming allOf. Recursion through a plain $ref stays supported.
+TEST(JsonSchema, RecursionThroughAllOfIsAnErrorNotACrash) {
+  for (
+      const char* schema : {
+          R"({"type":"object","properties":{"a":{"type":"integer"},"kid":{"allOf":[{"$ref":"#"}]}}})",
+          R"({"allOf":[{"$ref":"#"}]})",
+          R"({"anyOf":[{"type":"integer"},{"allOf":[{"$ref":"#"}]}]})",
+          R"({"$defs":{"N":{"type":"object","properties":{"k":{"allOf":[{"$ref":"#/$defs/N"}]}}}},"$ref":"#/$defs/N"})",
+      }) {
+    EXPECT_THAT(JsonSchemaToGrammar(schema),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("allOf")))
+        << schema;
+  }
+  EXPECT_THAT(JsonSchemaToGrammar(R"({"allOf":[{"$ref":5}]})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must be a string")));
+  ASSERT_OK_AND_ASSIGN(
+      Grammar tree,
+      JsonSchemaToGrammar(R"({"$defs":{"N":{"type":"object","properties":{"v":{"type":"integer"},
+          "kid":{"$ref":"#/$defs/N"}},"required":["v"],"additionalProperties":false}},
+          "allOf":[{"$ref":"#/$defs/N"}]})"));
+  EXPECT_TRUE(Matches(tree, R"({"v":1,"kid":{"v":2}})"));
+  EXPECT_FALSE(Matches(tree, R"({"kid":{"v":2}})"));
+}
+
 TEST(Matcher, MaskEqualsBruteForceAlongRandomWalks) {
   const char* grammars[] = {
       R"g(root ::= "{" ws pair ("," ws pair)* ws "}"
