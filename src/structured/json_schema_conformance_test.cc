@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "structured/ajv_testing.h"
 #include "structured/compiler.h"
 #include "structured/json_schema.h"
 #include "structured/matcher.h"
@@ -23,6 +24,8 @@ namespace {
 
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
+using ::deepinfer::structured::testing::HaveNodeAndAjv;
+using ::deepinfer::structured::testing::ValidateWithAjv;
 
 std::string ReadFile(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -45,33 +48,6 @@ std::shared_ptr<const VocabularyIndex> DeepseekVocab() {
   }();
   return vocab;
 }
-
-// Runs node + ajv on the documents; returns one "ok"/"bad ..." line per document.
-std::vector<std::string> ValidateWithAjv(const Json& schemas, const Json& docs) {
-  fs::path tmp = fs::temp_directory_path() / ("deepinfer_ajv_" + std::to_string(getpid()) + ".json");
-  std::ofstream(tmp) << Json{{"schemas", schemas}, {"docs", docs}}.dump();
-  std::string cmd = "DEEPINFER_NODE_MODULES='" + (kSource / "node_modules").string() + "' node '" +
-                    (kSource / "src/structured/testdata/validate_with_ajv.mjs").string() + "' '" +
-                    tmp.string() + "'";
-  std::vector<std::string> lines;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return lines;
-  char buf[65536];
-  while (fgets(buf, sizeof(buf), f)) {
-    std::string line(buf);
-    if (!line.empty() && line.back() == '\n') line.pop_back();
-    lines.push_back(line);
-  }
-  pclose(f);
-  fs::remove(tmp);
-  return lines;
-}
-
-bool HaveNodeAndAjv() {
-  return std::system("node --version > /dev/null 2>&1") == 0 &&
-         fs::exists(kSource / "node_modules/ajv") && fs::exists(kSource / "node_modules/ajv-formats");
-}
-
 // One random walk: uniform among allowed tokens for `free_steps`, then steer to the end
 // (single-byte tokens that shrink the distance to a complete document), then EOS.
 std::string RandomWalk(const std::shared_ptr<const CompiledGrammar>& g, std::mt19937& rng,
@@ -146,7 +122,8 @@ TEST(JsonSchemaConformance, RandomWalksValidateWithAjvAndInvalidDocsAreRejected)
   std::vector<std::string> results = ValidateWithAjv(schemas, docs);
   ASSERT_EQ(results.size(), docs.size()) << "ajv run failed";
   for (size_t i = 0; i < results.size(); ++i) {
-    EXPECT_EQ(results[i], "ok") << labels[i] << "\n  generated: " << docs[i]["text"].get<std::string>();
+    EXPECT_EQ(results[i], "ok") << labels[i]
+                                << "\n  generated: " << docs[i]["text"].get<std::string>();
   }
   // The hand-written invalid documents must really be invalid (keeps the suite honest).
   std::vector<std::string> invalid_results = ValidateWithAjv(schemas, invalid_docs);
@@ -157,11 +134,13 @@ TEST(JsonSchemaConformance, RandomWalksValidateWithAjvAndInvalidDocsAreRejected)
 }
 
 TEST(JsonSchemaConformance, UnsupportedKeywordsAreCompileErrorsNamingThem) {
-  Json suite = Json::parse(ReadFile(kSource / "src/structured/testdata/json_schemas_unsupported.json"));
+  Json suite =
+      Json::parse(ReadFile(kSource / "src/structured/testdata/json_schemas_unsupported.json"));
   for (const auto& c : suite) {
     auto g = JsonSchemaToGrammar(c["schema"].dump());
-    EXPECT_THAT(g, ::deepinfer::testing::StatusIs(absl::StatusCode::kInvalidArgument,
-                                                  ::testing::HasSubstr(c["keyword"].get<std::string>())))
+    EXPECT_THAT(
+        g, ::deepinfer::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                          ::testing::HasSubstr(c["keyword"].get<std::string>())))
         << c["schema"].dump();
   }
 }

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "protocol/output_parser.h"
+#include "structured/ajv_testing.h"
 #include "structured/compiler.h"
 #include "structured/matcher.h"
 #include "structured/tool_call_grammar.h"
@@ -24,6 +25,8 @@ namespace {
 
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
+using ::deepinfer::structured::testing::HaveNodeAndAjv;
+using ::deepinfer::structured::testing::ValidateWithAjv;
 
 const fs::path kSource = DEEPINFER_SOURCE_DIR;
 
@@ -47,34 +50,6 @@ const Tokenizer* DeepSeekTokenizer() {
     return t->release();
   }();
   return tok;
-}
-
-bool HaveNodeAndAjv() {
-  return std::system("node --version > /dev/null 2>&1") == 0 &&
-         fs::exists(kSource / "node_modules/ajv") &&
-         fs::exists(kSource / "node_modules/ajv-formats");
-}
-
-// Same harness as json_schema_conformance_test.cc: one "ok"/"bad ..." line per document.
-std::vector<std::string> ValidateWithAjv(const Json& schemas, const Json& docs) {
-  fs::path tmp =
-      fs::temp_directory_path() / ("deepinfer_ajv_tools_" + std::to_string(getpid()) + ".json");
-  std::ofstream(tmp) << Json{{"schemas", schemas}, {"docs", docs}}.dump();
-  std::string cmd = "DEEPINFER_NODE_MODULES='" + (kSource / "node_modules").string() + "' node '" +
-                    (kSource / "src/structured/testdata/validate_with_ajv.mjs").string() + "' '" +
-                    tmp.string() + "'";
-  std::vector<std::string> lines;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return lines;
-  char buf[65536];
-  while (fgets(buf, sizeof(buf), f)) {
-    std::string line(buf);
-    if (!line.empty() && line.back() == '\n') line.pop_back();
-    lines.push_back(line);
-  }
-  pclose(f);
-  fs::remove(tmp);
-  return lines;
 }
 
 // Uniform among the allowed tokens for `free_steps`, then single-byte tokens that shrink the
