@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "protocol/output_parser.h"
+#include "protocol/output_parser_testing.h"
 
 namespace deepinfer::api::scripted {
 
@@ -22,33 +23,10 @@ inline constexpr std::string_view kScriptedOutput =
     "parameter>\n<{DSML}parameter name=\"h24\" string=\"false\">true</{DSML}parameter>\n</{DSML}"
     "invoke>\n</{DSML}tool_calls>{EOS}";
 
-struct ScriptUnit {
-  bool is_marker = false;
-  protocol::OutputStateMachine::Marker marker = protocol::OutputStateMachine::Marker::kEos;
-  std::string text;  // one byte (the script is ASCII)
-};
+using ScriptUnit = protocol::parser_testing::Unit;
 
 inline std::vector<ScriptUnit> ScriptUnits(std::string_view s) {
-  using Marker = protocol::OutputStateMachine::Marker;
-  static const std::pair<std::string_view, Marker> kMarkers[] = {
-      {"{/think}", Marker::kThinkEnd}, {"{DSML}", Marker::kDsml}, {"{EOS}", Marker::kEos}};
-  std::vector<ScriptUnit> units;
-  size_t i = 0;
-  while (i < s.size()) {
-    bool matched = false;
-    for (const auto& [spelling, m] : kMarkers) {
-      if (s.substr(i, spelling.size()) == spelling) {
-        units.push_back(ScriptUnit{true, m, {}});
-        i += spelling.size();
-        matched = true;
-        break;
-      }
-    }
-    if (matched) continue;
-    units.push_back(ScriptUnit{false, Marker::kEos, std::string(1, s[i])});
-    ++i;
-  }
-  return units;
+  return protocol::parser_testing::Units(s);
 }
 
 // Feeds the units with chunk boundaries at `cuts` (sorted unit indices); text of one chunk goes
@@ -58,27 +36,7 @@ inline std::vector<protocol::OutputEvent> FeedScript(const std::vector<ScriptUni
   protocol::OutputParserOptions opt;
   opt.start = protocol::ParserStart::kReasoning;
   opt.make_tool_call_id = [](int i) { return "call_" + std::to_string(i); };
-  protocol::OutputStateMachine m(opt);
-  std::vector<protocol::OutputEvent> out;
-  size_t start = 0;
-  std::vector<size_t> bounds = cuts;
-  bounds.push_back(units.size());
-  for (size_t b : bounds) {
-    std::string text;
-    for (size_t i = start; i < b; ++i) {
-      if (units[i].is_marker) {
-        m.FeedText(text, &out);
-        text.clear();
-        m.FeedMarker(units[i].marker, &out);
-      } else {
-        text += units[i].text;
-      }
-    }
-    m.FeedText(text, &out);
-    start = b;
-  }
-  m.Finish(protocol::StreamEnd::kEndOfSequence, &out);
-  return out;
+  return protocol::parser_testing::Feed(units, cuts, opt, protocol::StreamEnd::kEndOfSequence);
 }
 
 // All the splits a test runs: the whole output as one chunk, every two-way split, and one unit

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "protocol/output_parser_testing.h"
 
 namespace deepinfer::protocol {
 namespace {
@@ -19,37 +20,9 @@ using Type = OutputEvent::Type;
 
 // A model output as units: markers and single code points. Written as a string in which
 // "{/think}", "{think}", "{DSML}" and "{EOS}" stand for the control-token ids.
-struct Unit {
-  bool is_marker = false;
-  Marker marker = Marker::kEos;
-  std::string text;
-};
-
-std::vector<Unit> Units(std::string_view s) {
-  static const std::pair<std::string_view, Marker> kMarkers[] = {{"{/think}", Marker::kThinkEnd},
-                                                                 {"{think}", Marker::kThinkBegin},
-                                                                 {"{DSML}", Marker::kDsml},
-                                                                 {"{EOS}", Marker::kEos}};
-  std::vector<Unit> units;
-  size_t i = 0;
-  while (i < s.size()) {
-    bool matched = false;
-    for (const auto& [spelling, m] : kMarkers) {
-      if (s.substr(i, spelling.size()) == spelling) {
-        units.push_back(Unit{true, m, {}});
-        i += spelling.size();
-        matched = true;
-        break;
-      }
-    }
-    if (matched) continue;
-    const unsigned char c = s[i];
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-    units.push_back(Unit{false, Marker::kEos, std::string(s.substr(i, n))});
-    i += n;
-  }
-  return units;
-}
+using parser_testing::Feed;
+using parser_testing::Unit;
+using parser_testing::Units;
 
 OutputParserOptions Options(ParserStart start, std::vector<std::string> stop = {}) {
   OutputParserOptions o;
@@ -57,33 +30,6 @@ OutputParserOptions Options(ParserStart start, std::vector<std::string> stop = {
   o.stop = std::move(stop);
   o.make_tool_call_id = [](int i) { return "call_" + std::to_string(i); };
   return o;
-}
-
-// Feeds units [0, n) split into chunks at the given boundaries; text of adjacent units within a
-// chunk is concatenated into one FeedText call.
-std::vector<OutputEvent> Feed(const std::vector<Unit>& units, const std::vector<size_t>& cuts,
-                              const OutputParserOptions& opt, std::optional<StreamEnd> end) {
-  OutputStateMachine m(opt);
-  std::vector<OutputEvent> out;
-  size_t start = 0;
-  std::vector<size_t> bounds = cuts;
-  bounds.push_back(units.size());
-  for (size_t b : bounds) {
-    std::string text;
-    for (size_t i = start; i < b; ++i) {
-      if (units[i].is_marker) {
-        m.FeedText(text, &out);
-        text.clear();
-        m.FeedMarker(units[i].marker, &out);
-      } else {
-        text += units[i].text;
-      }
-    }
-    m.FeedText(text, &out);
-    start = b;
-  }
-  if (end.has_value()) m.Finish(*end, &out);
-  return out;
 }
 
 std::string Describe(const std::vector<OutputEvent>& ev) {
