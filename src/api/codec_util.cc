@@ -17,6 +17,14 @@ absl::Status WrongType(std::string_view param, std::string_view expected) {
   return Bad(param, absl::StrCat("'", AbslView(param), "' must be ", AbslView(expected)));
 }
 
+absl::StatusOr<protocol::ToolChoice> ToolChoiceMode(const std::string& mode) {
+  if (mode == "auto") return protocol::ToolChoice::Auto();
+  if (mode == "none") return protocol::ToolChoice::None();
+  if (mode == "required") return protocol::ToolChoice::Required();
+  return Bad("tool_choice",
+             absl::StrCat("tool_choice '", mode, "' is not one of 'none', 'auto', 'required'"));
+}
+
 const Json* Field(const Json& obj, const char* name) {
   auto it = obj.find(name);
   if (it == obj.end() || it->is_null()) return nullptr;

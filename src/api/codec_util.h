@@ -1,6 +1,6 @@
-// Small JSON field readers shared by the Responses and Messages codecs (strict types: a known
-// field of the wrong type is an InvalidArgument naming the field; null counts as absent).
-// Internal to deepinfer_api.
+// Small JSON field readers shared by the Chat Completions, Responses and Messages codecs (strict
+// types: a known field of the wrong type is an InvalidArgument naming the field; null counts as
+// absent). Internal to deepinfer_api.
 #ifndef DEEPINFER_API_CODEC_UTIL_H_
 #define DEEPINFER_API_CODEC_UTIL_H_
 
@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "protocol/conversation.h"
 
 namespace deepinfer::api::codec_util {
 
@@ -27,6 +28,10 @@ const Json* Field(const Json& obj, const char* name);
 // Parses `body` as a JSON object (ordered, so key order of schemas survives). Errors:
 // InvalidArgument "invalid JSON body" / "the request body must be a JSON object".
 absl::StatusOr<Json> ParseObjectBody(std::string_view body);
+
+// The OpenAI string forms of tool_choice: "auto", "none", "required". Error: InvalidArgument
+// (param tool_choice) naming the accepted values.
+absl::StatusOr<protocol::ToolChoice> ToolChoiceMode(const std::string& mode);
 
 // Typed optional readers; `path` is the name used in error messages.
 absl::Status ReadString(const Json& obj, const char* name, std::string_view path,

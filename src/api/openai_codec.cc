@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/codec_util.h"
 #include "api/errors.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -13,22 +14,10 @@
 namespace deepinfer::api {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-absl::Status Bad(std::string_view param, std::string_view message) {
-  return WithParam(absl::InvalidArgumentError(std::string(message)), param);
-}
-
-absl::Status WrongType(std::string_view param, std::string_view expected) {
-  return Bad(param, absl::StrCat("'", AbslView(param), "' must be ", AbslView(expected)));
-}
-
-// Fetches a field; absent and null both mean "not given".
-const Json* Field(const Json& obj, const char* name) {
-  auto it = obj.find(name);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using codec_util::Bad;
+using codec_util::Field;
+using codec_util::Json;
+using codec_util::WrongType;
 
 absl::StatusOr<Json> ParseObject(std::string_view body) {
   Json j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
@@ -298,17 +287,8 @@ absl::Status ParseTools(const Json& obj, protocol::Conversation* conv) {
   }
   if (const Json* tc = Field(obj, "tool_choice")) {
     if (tc->is_string()) {
-      const std::string& s = tc->get_ref<const std::string&>();
-      if (s == "auto") {
-        conv->tool_choice = protocol::ToolChoice::Auto();
-      } else if (s == "none") {
-        conv->tool_choice = protocol::ToolChoice::None();
-      } else if (s == "required") {
-        conv->tool_choice = protocol::ToolChoice::Required();
-      } else {
-        return Bad("tool_choice",
-                   absl::StrCat("tool_choice '", s, "' is not one of 'none', 'auto', 'required'"));
-      }
+      ASSIGN_OR_RETURN(conv->tool_choice,
+                       codec_util::ToolChoiceMode(tc->get_ref<const std::string&>()));
     } else if (tc->is_object()) {
       const Json* fn = Field(*tc, "function");
       const Json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;

@@ -212,17 +212,8 @@ absl::Status ParseTools(const Json& obj, ResponsesRequest* req) {
   if (const Json* tc = Field(obj, "tool_choice")) {
     req->tool_choice_json = *tc;
     if (tc->is_string()) {
-      const std::string& s = tc->get_ref<const std::string&>();
-      if (s == "auto") {
-        conv->tool_choice = protocol::ToolChoice::Auto();
-      } else if (s == "none") {
-        conv->tool_choice = protocol::ToolChoice::None();
-      } else if (s == "required") {
-        conv->tool_choice = protocol::ToolChoice::Required();
-      } else {
-        return Bad("tool_choice",
-                   absl::StrCat("tool_choice '", s, "' is not one of 'none', 'auto', 'required'"));
-      }
+      ASSIGN_OR_RETURN(conv->tool_choice,
+                       codec_util::ToolChoiceMode(tc->get_ref<const std::string&>()));
     } else if (tc->is_object()) {
       const Json* type = Field(*tc, "type");
       if (!type || !type->is_string() || type->get<std::string>() != "function") {
