@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
+#include "api/openai_codec.h"
 #include "common/strings.h"
 
 namespace deepinfer::api::codec_util {
@@ -23,6 +24,13 @@ absl::StatusOr<protocol::ToolChoice> ToolChoiceMode(const std::string& mode) {
   if (mode == "required") return protocol::ToolChoice::Required();
   return Bad("tool_choice",
              absl::StrCat("tool_choice '", mode, "' is not one of 'none', 'auto', 'required'"));
+}
+
+std::string NamedSseEvent(const Json& event) {
+  const Json* type = Field(event, "type");
+  return absl::StrCat(
+      "event: ", type != nullptr && type->is_string() ? type->get<std::string>() : "message",
+      "\ndata: ", DumpJson(event), "\n\n");
 }
 
 const Json* Field(const Json& obj, const char* name) {

@@ -33,6 +33,10 @@ absl::StatusOr<Json> ParseObjectBody(std::string_view body);
 // (param tool_choice) naming the accepted values.
 absl::StatusOr<protocol::ToolChoice> ToolChoiceMode(const std::string& mode);
 
+// One server-sent event of the Responses and Messages streams, which name each event by its
+// payload's `type`: "event: <type>\ndata: <json>\n\n" ("message" when `type` is missing).
+std::string NamedSseEvent(const Json& event);
+
 // Typed optional readers; `path` is the name used in error messages.
 absl::Status ReadString(const Json& obj, const char* name, std::string_view path,
                         std::optional<std::string>* out);

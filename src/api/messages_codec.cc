@@ -560,11 +560,4 @@ absl::StatusOr<Json> MessagesEncoder::Message() const {
   return m;
 }
 
-std::string MessagesSseEvent(const nlohmann::ordered_json& event) {
-  std::string type = event.contains("type") && event["type"].is_string()
-                         ? event["type"].get<std::string>()
-                         : std::string("message");
-  return absl::StrCat("event: ", type, "\ndata: ", DumpJson(event), "\n\n");
-}
-
 }  // namespace deepinfer::api

@@ -114,9 +114,6 @@ class MessagesEncoder {
   int64_t output_tokens_ = 0;
 };
 
-// "event: <type>\ndata: <json>\n\n".
-std::string MessagesSseEvent(const nlohmann::ordered_json& event);
-
 // Anthropic stop_reason for a finish reason ("" for tool-call error / cancelled).
 std::string_view AnthropicStopReason(protocol::FinishReason reason);
 

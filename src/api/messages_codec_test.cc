@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "api/codec_util.h"
 #include "api/scripted_output_testing.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
@@ -153,7 +154,7 @@ TEST(MessagesEncoderTest, BrokenToolCallEndsWithErrorEvent) {
 }
 
 TEST(MessagesEncoderTest, SseFraming) {
-  EXPECT_EQ(MessagesSseEvent(Json::parse(R"({"type":"message_stop"})")),
+  EXPECT_EQ(codec_util::NamedSseEvent(Json::parse(R"({"type":"message_stop"})")),
             "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "api/codec_util.h"
 #include "api/errors.h"
 #include "api/messages_codec.h"
 #include "api/openai_codec.h"
@@ -1317,7 +1318,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   auto write_all = [&](const std::vector<OJson>& events) {
     if (!stream_mode) return true;
     for (const OJson& e : events) {
-      if (!w.WriteChunk(anthropic ? MessagesSseEvent(e) : ResponsesSseEvent(e))) return false;
+      if (!w.WriteChunk(codec_util::NamedSseEvent(e))) return false;
     }
     return true;
   };

@@ -554,11 +554,4 @@ std::vector<Json> ResponsesEncoder::Complete(const Usage& usage) {
   return out;
 }
 
-std::string ResponsesSseEvent(const nlohmann::ordered_json& event) {
-  std::string type = event.contains("type") && event["type"].is_string()
-                         ? event["type"].get<std::string>()
-                         : std::string("message");
-  return absl::StrCat("event: ", type, "\ndata: ", DumpJson(event), "\n\n");
-}
-
 }  // namespace deepinfer::api

@@ -110,9 +110,6 @@ class ResponsesEncoder {
   std::optional<Usage> usage_;
 };
 
-// "event: <type>\ndata: <json>\n\n".
-std::string ResponsesSseEvent(const nlohmann::ordered_json& event);
-
 }  // namespace deepinfer::api
 
 #endif  // DEEPINFER_API_RESPONSES_CODEC_H_

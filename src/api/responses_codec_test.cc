@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "api/codec_util.h"
 #include "api/errors.h"
 #include "api/scripted_output_testing.h"
 #include "common/status_matchers.h"
@@ -174,7 +175,7 @@ TEST(ResponsesEncoderTest, LengthIsIncomplete) {
 }
 
 TEST(ResponsesEncoderTest, SseFraming) {
-  EXPECT_EQ(ResponsesSseEvent(Json::parse(R"({"type":"response.completed"})")),
+  EXPECT_EQ(codec_util::NamedSseEvent(Json::parse(R"({"type":"response.completed"})")),
             "event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n");
 }
 
