@@ -28,6 +28,13 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// Every flag is single-valued: a second occurrence (also `--x` then `--no-x`) is an error
+// rather than a silent last-one-wins, so a mistyped script cannot quietly drop a constraint.
+absl::Status Repeated(const std::string& command, const std::string& name) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("deepinfer ", command, ": flag --", name, " given more than once"));
+}
+
 }  // namespace
 
 void FlagSet::AddString(const std::string& name, const std::string& default_value,
@@ -76,6 +83,7 @@ absl::Status FlagSet::Parse(int argc, char** argv) {
     if (it == flags_.end() && absl::StartsWith(name, "no-") && !has_value) {
       auto neg = flags_.find(name.substr(3));
       if (neg != flags_.end() && neg->second.is_bool) {
+        if (neg->second.set) return Repeated(command_, neg->first);
         neg->second.value = "false";
         neg->second.set = true;
         continue;
@@ -94,6 +102,7 @@ absl::Status FlagSet::Parse(int argc, char** argv) {
                        "; see deepinfer ", command_, " --help"));
     }
     Flag& f = it->second;
+    if (f.set) return Repeated(command_, name);
     if (f.is_bool) {
       if (!has_value) value = "true";
       std::string v = absl::AsciiStrToLower(value);
@@ -147,6 +156,17 @@ absl::StatusOr<double> FlagSet::GetDouble(const std::string& name) const {
                                                    " expects a number, got '", v, "'"));
   }
   return out;
+}
+
+absl::StatusOr<uint64_t> FlagSet::GetSeed(const std::string& name) const {
+  const std::string v = GetString(name);
+  uint64_t u;
+  if (absl::SimpleAtoi(v, &u)) return u;
+  int64_t i;
+  if (absl::SimpleAtoi(v, &i)) return static_cast<uint64_t>(i);  // negative: modulo 2^64
+  return absl::InvalidArgumentError(absl::StrCat(
+      "deepinfer ", command_, ": flag --", name,
+      " expects an integer in [-9223372036854775808, 18446744073709551615], got '", v, "'"));
 }
 
 bool FlagSet::GetBool(const std::string& name) const { return GetString(name) == "true"; }

@@ -1,8 +1,9 @@
 // A small command-line flag parser for `deepinfer <command> [--flag value | --flag=value]...`.
 //
 // Each command declares its flags (name, default, help) up front; Parse() rejects unknown flags,
-// missing values and stray positional arguments with InvalidArgument errors that name the flag,
-// so the CLI can print "deepinfer serve: unknown flag --prot (did you mean --port?)".
+// missing values, stray positional arguments and a flag given twice (every flag is
+// single-valued; `--x` then `--no-x` counts as twice) with InvalidArgument errors that name the
+// flag, so the CLI can print "deepinfer serve: unknown flag --prot (did you mean --port?)".
 #ifndef DEEPINFER_TOOLS_CLI_FLAGS_H_
 #define DEEPINFER_TOOLS_CLI_FLAGS_H_
 
@@ -39,6 +40,10 @@ class FlagSet {
   bool IsSet(const std::string& name) const;  // given on the command line
   absl::StatusOr<int64_t> GetInt(const std::string& name) const;
   absl::StatusOr<double> GetDouble(const std::string& name) const;
+  // A sampler seed: an integer in [-2^63, 2^64-1]; negative values are taken modulo 2^64
+  // (-1 -> 2^64-1), the same rule as the HTTP APIs' `seed` (docs/protocol.md). Error:
+  // InvalidArgument naming the flag and the accepted range.
+  absl::StatusOr<uint64_t> GetSeed(const std::string& name) const;
   bool GetBool(const std::string& name) const;
   // "1,2,3" -> {1,2,3}; errors name the flag and the bad element.
   absl::StatusOr<std::vector<int32_t>> GetIntList(const std::string& name) const;

@@ -27,8 +27,8 @@ absl::Status ParseArgs(FlagSet& f, std::vector<std::string> args) {
 
 TEST(FlagSet, ParsesBothSyntaxesAndBools) {
   FlagSet f = MakeFlags();
-  ASSERT_OK(ParseArgs(f, {"--port", "9000", "--model=/m", "--no-async-scheduling",
-                          "--prompt-ids", "1, 403,407"}));
+  ASSERT_OK(ParseArgs(
+      f, {"--port", "9000", "--model=/m", "--no-async-scheduling", "--prompt-ids", "1, 403,407"}));
   EXPECT_EQ(*f.GetInt("port"), 9000);
   EXPECT_EQ(f.GetString("model"), "/m");
   EXPECT_TRUE(f.IsSet("model"));
@@ -60,6 +60,53 @@ TEST(FlagSet, ErrorsNameTheFlag) {
   FlagSet k = MakeFlags();
   EXPECT_THAT(ParseArgs(k, {"stray"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unexpected argument")));
+}
+
+TEST(FlagSet, SeedTakesTheFull64BitRangeBothWays) {
+  const std::pair<const char*, uint64_t> good[] = {
+      {"0", 0},
+      {"18446744073709551615", 0xffffffffffffffffull},  // 2^64-1
+      {"-1", 0xffffffffffffffffull},                    // modulo 2^64
+      {"-9223372036854775808", 0x8000000000000000ull},  // -2^63
+      {"9223372036854775808", 0x8000000000000000ull},   // 2^63
+  };
+  for (const auto& [text, want] : good) {
+    FlagSet f("generate");
+    f.AddString("seed", "0", "seed");
+    ASSERT_OK(ParseArgs(f, {"--seed", text}));
+    ASSERT_OK_AND_ASSIGN(uint64_t got, f.GetSeed("seed"));
+    EXPECT_EQ(got, want) << text;
+  }
+  for (const char* text : {"18446744073709551616", "-9223372036854775809", "1.5", "x", ""}) {
+    FlagSet f("generate");
+    f.AddString("seed", "0", "seed");
+    ASSERT_OK(ParseArgs(f, {std::string("--seed=") + text}));
+    EXPECT_THAT(f.GetSeed("seed"),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("flag --seed expects an integer in [-9223372036854775808, "
+                                   "18446744073709551615]")))
+        << text;
+  }
+}
+
+TEST(FlagSet, RepeatingAFlagIsAnErrorNamingIt) {
+  const std::vector<std::vector<std::string>> repeated = {
+      {"--port", "1", "--port", "1"},  // even with the same value
+      {"--model=/a", "--model", "/b"},
+      {"--async-scheduling", "--no-async-scheduling"},
+      {"--no-async-scheduling", "--async-scheduling=false"},
+  };
+  const std::vector<std::string> names = {"--port", "--model", "--async-scheduling",
+                                          "--async-scheduling"};
+  for (size_t i = 0; i < repeated.size(); ++i) {
+    FlagSet f = MakeFlags();
+    EXPECT_THAT(ParseArgs(f, repeated[i]),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("flag " + names[i] + " given more than once")))
+        << i;
+  }
+  FlagSet ok = MakeFlags();  // distinct flags are fine
+  EXPECT_OK(ParseArgs(ok, {"--port", "1", "--model", "/m", "--async-scheduling"}));
 }
 
 }  // namespace

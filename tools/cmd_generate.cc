@@ -107,7 +107,7 @@ int GenerateWithEngine(const FlagSet& flags) {
   absl::StatusOr<double> temperature = flags.GetDouble("temperature");
   absl::StatusOr<double> top_p = flags.GetDouble("top-p");
   absl::StatusOr<int64_t> top_k = flags.GetInt("top-k");
-  absl::StatusOr<int64_t> seed = flags.GetInt("seed");
+  absl::StatusOr<uint64_t> seed = flags.GetSeed("seed");
   absl::StatusOr<StructuredOutputFlag> so_flag = ParseStructuredOutputFlags(flags);
   for (const absl::Status& s : {max_tokens.status(), temperature.status(), top_p.status(),
                                 top_k.status(), seed.status(), so_flag.status()}) {
@@ -151,7 +151,7 @@ int GenerateWithEngine(const FlagSet& flags) {
   params.top_p = static_cast<float>(*top_p);
   params.top_k = static_cast<int>(*top_k);
   params.ignore_eos = flags.GetBool("ignore-eos");
-  if (flags.IsSet("seed")) params.seed = static_cast<uint64_t>(*seed);
+  if (flags.IsSet("seed")) params.seed = *seed;
   params.so_args = so_flag->args;
   Stopwatch watch;
   absl::StatusOr<std::vector<engine::GenerateOutput>> out = (*llm)->Generate({prompt}, params);
@@ -194,7 +194,9 @@ int RunGenerate(int argc, char** argv) {
   flags.AddString("temperature", "0", "with --prompt: sampling temperature (0 = greedy)");
   flags.AddString("top-p", "1", "with --prompt: nucleus sampling threshold");
   flags.AddString("top-k", "-1", "with --prompt: keep the k most likely tokens (-1 = off)");
-  flags.AddString("seed", "0", "with --prompt: sampling seed (unset = random)");
+  flags.AddString("seed", "0",
+                  "with --prompt: sampling seed, an integer in [-2^63, 2^64-1], negatives taken "
+                  "modulo 2^64 (unset = random)");
   flags.AddBool("no-async-scheduling", false, "with --prompt: disable async engine scheduling");
   flags.AddString("json-schema", "",
                   "with --prompt: constrain the output to this JSON schema (inline JSON starting "

@@ -155,6 +155,29 @@ TEST(CmdGenerateTest, StructuredOutputFlagErrorsNameTheFlag) {
   }
 }
 
+TEST(CmdGenerateTest, RepeatedFlagsAndSeedRangeAreFlagErrors) {
+  using ::testing::HasSubstr;
+  // A constraint flag given twice is an error naming it, not last-one-wins.
+  Result r = Capture({"--model", "/x", "--prompt", "p", "--regex", "a", "--regex", "b"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("flag --regex given more than once"));
+  r = Capture({"--model", "/x", "--prompt", "p", "--json-schema", "{}", "--json-schema={}"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("flag --json-schema given more than once"));
+  // Seeds at both ends of [-2^63, 2^64-1] pass the flag checks (the run then fails to load the
+  // absent model: exit 1, not the flag error's 2); one past either end is a flag error.
+  for (const char* ok : {"-9223372036854775808", "-1", "18446744073709551615"}) {
+    r = Capture({"--model", "/nonexistent", "--prompt", "p", "--seed", ok});
+    EXPECT_EQ(r.rc, 1) << ok << ": " << r.err;
+    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("--seed"))) << ok;
+  }
+  for (const char* bad : {"-9223372036854775809", "18446744073709551616", "7.5"}) {
+    r = Capture({"--model", "/nonexistent", "--prompt", "p", "--seed", bad});
+    EXPECT_EQ(r.rc, 2) << bad;
+    EXPECT_THAT(r.err, HasSubstr("flag --seed expects an integer in [")) << bad;
+  }
+}
+
 TEST(CmdGenerateTest, BadUsage) {
   EXPECT_EQ(RunCmd({"--prompt-ids", "1"}), 2);                             // no --model
   EXPECT_EQ(RunCmd({"--model", "/x", "--prompt-ids", "1,a"}), 2);          // bad id list

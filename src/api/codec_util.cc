@@ -1,8 +1,10 @@
 #include "api/codec_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
 #include "api/openai_codec.h"
@@ -24,6 +26,24 @@ absl::StatusOr<protocol::ToolChoice> ToolChoiceMode(const std::string& mode) {
   if (mode == "required") return protocol::ToolChoice::Required();
   return Bad("tool_choice",
              absl::StrCat("tool_choice '", mode, "' is not one of 'none', 'auto', 'required'"));
+}
+
+absl::Status CheckJsonSchemaName(const Json& json_schema, std::string_view path) {
+  const Json* name = Field(json_schema, "name");
+  if (name == nullptr) {
+    return Bad(path, absl::StrCat("Missing required parameter: '", AbslView(path), "'."));
+  }
+  if (!name->is_string()) return WrongType(path, "a string");
+  const std::string& n = name->get_ref<const std::string&>();
+  const bool ok_chars = std::all_of(n.begin(), n.end(), [](unsigned char c) {
+    return absl::ascii_isalnum(c) || c == '_' || c == '-';
+  });
+  if (n.empty() || n.size() > 64 || !ok_chars) {
+    return Bad(path, absl::StrCat("Invalid '", AbslView(path), "': '", n,
+                                  "'. Expected a string of 1 to 64 characters from a-z, A-Z, "
+                                  "0-9, underscores and dashes."));
+  }
+  return absl::OkStatus();
 }
 
 std::string NamedSseEvent(const Json& event) {
@@ -99,6 +119,33 @@ absl::Status ReadInt(const Json& obj, const char* name, std::string_view path, i
                                   ", got ", v));
   }
   *out = v;
+  return absl::OkStatus();
+}
+
+absl::Status ReadSeed(const Json& obj, const char* name, std::string_view path,
+                      std::optional<uint64_t>* out) {
+  const Json* f = Field(obj, name);
+  if (!f) return absl::OkStatus();
+  if (f->is_number_unsigned()) {  // nlohmann keeps non-negative integers up to 2^64-1 exact
+    *out = f->get<uint64_t>();
+    return absl::OkStatus();
+  }
+  if (f->is_number_integer()) {  // negative, >= -2^63
+    *out = static_cast<uint64_t>(f->get<int64_t>());
+    return absl::OkStatus();
+  }
+  if (!f->is_number_float() || std::floor(f->get<double>()) != f->get<double>()) {
+    return WrongType(path, "an integer");
+  }
+  // Integer literals outside [-2^63, 2^64-1] arrive here as floats, as do 16.0-style values;
+  // only the exactly representable small ones are taken.
+  const double v = f->get<double>();
+  if (std::fabs(v) >= 9e15) {
+    return Bad(path, absl::StrCat("'", AbslView(path),
+                                  "' must be an integer between -9223372036854775808 and "
+                                  "18446744073709551615"));
+  }
+  *out = static_cast<uint64_t>(static_cast<int64_t>(v));
   return absl::OkStatus();
 }
 

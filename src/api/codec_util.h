@@ -33,6 +33,13 @@ absl::StatusOr<Json> ParseObjectBody(std::string_view body);
 // (param tool_choice) naming the accepted values.
 absl::StatusOr<protocol::ToolChoice> ToolChoiceMode(const std::string& mode);
 
+// Checks the `name` of a json_schema response format (Chat `response_format.json_schema`,
+// Responses `text.format`), which OpenAI requires: a string of 1 to 64 characters from a-z, A-Z,
+// 0-9, '_' and '-'. `path` names the field in the error ("response_format.json_schema.name").
+// A missing `schema` is not checked here: it means any JSON object (docs/protocol.md).
+// Error: InvalidArgument naming `path`.
+absl::Status CheckJsonSchemaName(const Json& json_schema, std::string_view path);
+
 // One server-sent event of the Responses and Messages streams, which name each event by its
 // payload's `type`: "event: <type>\ndata: <json>\n\n" ("message" when `type` is missing).
 std::string NamedSseEvent(const Json& event);
@@ -48,6 +55,13 @@ absl::Status ReadNumber(const Json& obj, const char* name, std::string_view path
 // Integer (16.0 accepted) in [lo, hi].
 absl::Status ReadInt(const Json& obj, const char* name, std::string_view path, int64_t lo,
                      int64_t hi, std::optional<int64_t>* out);
+// The sampler seed (Chat/Completions `seed`, and the extension field of Responses/Messages): an
+// integer in [-2^63, 2^64-1] (16.0 accepted below 9e15, like ReadInt); negative values are taken
+// modulo 2^64 (-1 -> 2^64-1), so every 64-bit pattern is reachable both ways (docs/protocol.md,
+// "Extension fields"). Errors: InvalidArgument naming `path` for a non-integer or an
+// out-of-range value.
+absl::Status ReadSeed(const Json& obj, const char* name, std::string_view path,
+                      std::optional<uint64_t>* out);
 
 }  // namespace deepinfer::api::codec_util
 

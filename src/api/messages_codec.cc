@@ -3,6 +3,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/codec_util.h"
@@ -16,6 +17,75 @@ namespace {
 
 using codec_util::Field;
 using Json = nlohmann::ordered_json;
+
+// `input` of a tool_use block whose arguments text is not a complete JSON object (the output was
+// cut off by max_tokens inside the call): the top-level members whose value was completely
+// generated — a string, object or array whose closer was seen, a fully spelled true / false /
+// null, or any value followed by `,` — and never a half-written value that could pass for a whole
+// one (a number at the very end may still be growing). For flat objects this is what the
+// Anthropic SDK's stream helper partial-parses from the same partial_json. Messages' `input` must
+// be an object, so this is as close as the non-streaming body can get to the streamed partial_json
+// (docs/protocol.md, "Truncated tool calls").
+Json CompleteMembers(std::string_view text) {
+  size_t complete_end = 0;  // the members in text[0, complete_end) are complete
+  int depth = 0;
+  bool in_string = false;
+  bool escape = false;
+  bool in_value = false;   // at depth 1: after `:` (a value), else before it (a key)
+  size_t value_start = 0;  // at depth 1 with in_value: where the value's text begins
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escape) {
+        escape = false;
+      } else if (c == '\\') {
+        escape = true;
+      } else if (c == '"') {
+        in_string = false;
+        if (depth == 1 && in_value) complete_end = i + 1;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '{':
+      case '[':
+        ++depth;
+        break;
+      case '}':
+      case ']':
+        --depth;
+        if (depth == 1) complete_end = i + 1;
+        if (depth <= 0) return Json::object();  // cannot happen for an unparsable text
+        break;
+      case ':':
+        if (depth == 1) {
+          in_value = true;
+          value_start = i + 1;
+        }
+        break;
+      case ',':
+        if (depth == 1) {
+          complete_end = i;
+          in_value = false;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  if (depth == 1 && !in_string && in_value && value_start > complete_end) {
+    const absl::string_view tail = absl::StripAsciiWhitespace(AbslView(text.substr(value_start)));
+    if (tail == "true" || tail == "false" || tail == "null") complete_end = text.size();
+  }
+  if (complete_end == 0) return Json::object();
+  std::string prefix(text.substr(0, complete_end));
+  prefix += '}';
+  Json input = Json::parse(prefix, nullptr, /*allow_exceptions=*/false);
+  return input.is_object() ? input : Json::object();
+}
 
 // Anthropic-style error: the message starts with the field path.
 absl::Status Bad(std::string_view param, std::string_view message) {
@@ -347,9 +417,7 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(std::string_view body, bool
   RETURN_IF_ERROR(codec_util::ReadInt(obj, "top_k", "top_k", 0, 1 << 20, &top_k));
   if (top_k) req.sampling.top_k = static_cast<int>(*top_k);
   // Extension (not in Anthropic's API; vLLM/SGLang style extra body field): the sampler seed.
-  std::optional<int64_t> seed;
-  RETURN_IF_ERROR(codec_util::ReadInt(obj, "seed", "seed", INT64_MIN, INT64_MAX, &seed));
-  if (seed) req.sampling.seed = static_cast<uint64_t>(*seed);
+  RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &req.sampling.seed));
   std::optional<bool> stream;
   RETURN_IF_ERROR(codec_util::ReadBool(obj, "stream", "stream", &stream));
   req.sampling.stream = stream.value_or(false);
@@ -443,7 +511,7 @@ void MessagesEncoder::CloseOpen(std::vector<Json>* out) {
       break;
     case Open::kToolUse: {
       Json input = Json::parse(open_text_, nullptr, /*allow_exceptions=*/false);
-      open_block_["input"] = input.is_object() ? input : Json::object();
+      open_block_["input"] = input.is_object() ? input : CompleteMembers(open_text_);
       break;
     }
     case Open::kNone:

@@ -81,8 +81,12 @@ struct MessageMeta {
 // text_delta; each tool call -> tool_use {id (the parser's tool_call_id), name, input} with
 // input_json_delta fragments (the parser's argument fragments, which concatenate to the
 // arguments JSON). stop_reason: stop -> end_turn, stop_sequence -> stop_sequence (+ the string),
-// length -> max_tokens, tool_calls -> tool_use. A tool-call error or cancel ends the stream with
-// an `error` event (api_error) instead of message_delta/message_stop, and Message() then fails.
+// length -> max_tokens, tool_calls -> tool_use. A tool call cut off by max_tokens stays a tool_use
+// block in both modes (same id and name; the stream has already sent its start and partial_json):
+// its non-streaming `input`, which must be an object, holds the top-level members that were
+// completely generated ({} if none), stop_reason max_tokens. A tool-call error or cancel ends the
+// stream with an `error` event (api_error) instead of message_delta/message_stop, and Message()
+// then fails.
 class MessagesEncoder {
  public:
   explicit MessagesEncoder(MessageMeta meta);

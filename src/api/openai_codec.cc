@@ -117,9 +117,7 @@ absl::Status ParseSampling(const Json& obj, SamplingFields* s) {
   std::optional<int64_t> n;
   RETURN_IF_ERROR(GetInt(obj, "n", 1, 128, &n));
   if (n) s->n = static_cast<int>(*n);
-  std::optional<int64_t> seed;
-  RETURN_IF_ERROR(GetInt(obj, "seed", INT64_MIN, INT64_MAX, &seed));
-  if (seed) s->seed = static_cast<uint64_t>(*seed);
+  RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &s->seed));
   RETURN_IF_ERROR(ParseStop(obj, &s->stop));
   RETURN_IF_ERROR(GetInt(obj, "max_tokens", 1, INT32_MAX, &s->max_tokens));
   std::optional<int64_t> mct;
@@ -316,6 +314,7 @@ absl::Status ParseResponseFormat(const Json& obj, protocol::Conversation* conv) 
   if (type == "json_schema") {
     const Json* js = Field(*rf, "json_schema");
     if (!js || !js->is_object()) return WrongType("response_format.json_schema", "an object");
+    RETURN_IF_ERROR(codec_util::CheckJsonSchemaName(*js, "response_format.json_schema.name"));
   }
   absl::StatusOr<protocol::PyJson> format = protocol::PyJson::FromNlohmann(*rf);
   if (!format.ok()) return WithParam(format.status(), "response_format");
@@ -518,6 +517,56 @@ nlohmann::ordered_json ChatCompletionJson(const std::string& id, int64_t created
           {"system_fingerprint", "deepinfer"},
           {"choices", std::move(out_choices)},
           {"usage", UsageJson(usage)}};
+}
+
+std::string ChatFinishReason(protocol::FinishReason r) {
+  switch (r) {
+    case protocol::FinishReason::kLength:
+      return "length";
+    case protocol::FinishReason::kToolCalls:
+      return "tool_calls";
+    default:
+      return "stop";
+  }
+}
+
+std::optional<nlohmann::ordered_json> ChatDeltaForEvent(const protocol::OutputEvent& e) {
+  using OJson = nlohmann::ordered_json;
+  using Type = protocol::OutputEvent::Type;
+  switch (e.type) {
+    case Type::kReasoningDelta:
+      return OJson{{"reasoning_content", e.text}};
+    case Type::kContentDelta:
+      return OJson{{"content", e.text}};
+    case Type::kToolCallStart:
+      return OJson{{"tool_calls",
+                    OJson::array({{{"index", e.tool_index},
+                                   {"id", e.tool_call_id},
+                                   {"type", "function"},
+                                   {"function", {{"name", e.tool_name}, {"arguments", ""}}}}})}};
+    case Type::kToolCallArguments:
+      return OJson{{"tool_calls", OJson::array({{{"index", e.tool_index},
+                                                 {"function", {{"arguments", e.text}}}}})}};
+    case Type::kToolCallEnd:
+      return std::nullopt;
+    case Type::kFinish:
+      return OJson::object();
+  }
+  return std::nullopt;
+}
+
+ChatChoiceOut ChatChoiceFromEvents(std::span<const protocol::OutputEvent> events,
+                                   bool with_reasoning) {
+  const protocol::ParsedOutput po = protocol::Aggregate(events);
+  ChatChoiceOut c;
+  const bool truncated = po.finish_reason == protocol::FinishReason::kLength;
+  for (const protocol::ParsedToolCall& t : po.tool_calls) {
+    if (t.valid || truncated) c.tool_calls.push_back({t.id, t.name, t.arguments});
+  }
+  if (!(po.content.empty() && !c.tool_calls.empty())) c.content = po.content;
+  if (with_reasoning) c.reasoning_content = po.reasoning;
+  c.finish_reason = ChatFinishReason(po.finish_reason);
+  return c;
 }
 
 nlohmann::ordered_json ChatChunkJson(const std::string& id, int64_t created,

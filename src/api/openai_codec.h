@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "protocol/conversation.h"
+#include "protocol/output_parser.h"
 
 namespace deepinfer::api {
 
@@ -33,8 +35,8 @@ struct SamplingFields {
   double frequency_penalty = 0.0;            // [-2, 2]
   std::optional<double> repetition_penalty;  // vLLM extension
   std::vector<std::pair<int32_t, float>> logit_bias;
-  int n = 1;  // [1, 128]
-  std::optional<uint64_t> seed;
+  int n = 1;                          // [1, 128]
+  std::optional<uint64_t> seed;       // [-2^63, 2^64-1], negatives modulo 2^64
   std::vector<std::string> stop;      // non-empty strings
   std::optional<int64_t> max_tokens;  // >= 1 (max_completion_tokens wins over max_tokens)
   std::optional<int64_t> min_tokens;  // vLLM extension
@@ -140,6 +142,27 @@ nlohmann::ordered_json ChatChunkJson(const std::string& id, int64_t created,
                                      nlohmann::ordered_json delta, const std::string& finish_reason,
                                      std::optional<nlohmann::ordered_json> logprobs,
                                      bool usage_null);
+// Chat finish_reason for a parser finish reason: "length", "tool_calls", else "stop" (EOS, stop
+// string, cancelled; a malformed tool call is logged by the server and reported as "stop").
+std::string ChatFinishReason(protocol::FinishReason reason);
+
+// The `delta` of the chat.completion.chunk for one (coalesced) output event, or nullopt for an
+// event that has none (kToolCallEnd). kReasoningDelta -> {"reasoning_content"}, kContentDelta ->
+// {"content"}, kToolCallStart -> {"tool_calls": [{index, id, type, function: {name, arguments:
+// ""}}]}, kToolCallArguments -> {"tool_calls": [{index, function: {arguments}}]}, kFinish -> {}
+// (the chunk that carries finish_reason).
+std::optional<nlohmann::ordered_json> ChatDeltaForEvent(const protocol::OutputEvent& event);
+
+// The non-streaming choice for a whole event sequence: the message the streamed deltas
+// (ChatDeltaForEvent) concatenate to, so `stream` never changes the answer. Tool calls: the
+// valid ones; when the output was cut off by max_tokens (finish "length") every announced call,
+// the partial one included with its truncated `arguments` string, since the stream has already
+// sent its id and name (OpenAI does the same: finish_reason "length" tells the client not to run
+// it). Calls broken for other reasons (finish "stop" after a tool-call error) are left out.
+// `with_reasoning`: set reasoning_content (thinking mode).
+ChatChoiceOut ChatChoiceFromEvents(std::span<const protocol::OutputEvent> events,
+                                   bool with_reasoning);
+
 // The final usage chunk: "choices": [] and "usage": {...}.
 nlohmann::ordered_json ChatUsageChunkJson(const std::string& id, int64_t created,
                                           const std::string& model, const Usage& usage);

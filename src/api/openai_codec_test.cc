@@ -1,6 +1,8 @@
 #include "api/openai_codec.h"
 
 #include "api/errors.h"
+#include "api/messages_codec.h"
+#include "api/responses_codec.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -91,6 +93,117 @@ TEST(OpenAiCodecTest, ToolArgumentsThatAreNotAnObjectAreRejected) {
        "function": {"name": "f", "arguments": "[1,2]"}}]}]})");
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(ErrorParam(r.status()), "messages[0].tool_calls[0].function.arguments");
+}
+
+// `seed` accepts every integer in [-2^63, 2^64-1] on every route, negatives modulo 2^64
+// (docs/protocol.md "Extension fields"); expected values are the two's-complement patterns.
+TEST(OpenAiCodecTest, SeedRangeIsTheSameOnEveryRoute) {
+  auto parse = [](int route, const std::string& seed) -> absl::StatusOr<std::optional<uint64_t>> {
+    const std::string field = seed.empty() ? "" : ", \"seed\": " + seed;
+    switch (route) {
+      case 0: {
+        absl::StatusOr<ChatCompletionRequest> r = ParseChatCompletionRequest(
+            R"({"messages": [{"role": "user", "content": "x"}])" + field + "}");
+        if (!r.ok()) return r.status();
+        return r->sampling.seed;
+      }
+      case 1: {
+        absl::StatusOr<CompletionRequest> r =
+            ParseCompletionRequest(R"({"prompt": "x")" + field + "}");
+        if (!r.ok()) return r.status();
+        return r->sampling.seed;
+      }
+      case 2: {
+        absl::StatusOr<ResponsesRequest> r =
+            ParseResponsesRequest(R"({"input": "x")" + field + "}");
+        if (!r.ok()) return r.status();
+        return r->sampling.seed;
+      }
+      default: {
+        absl::StatusOr<MessagesRequest> r = ParseMessagesRequest(
+            R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}])" +
+            field + "}");
+        if (!r.ok()) return r.status();
+        return r->sampling.seed;
+      }
+    }
+  };
+  const std::pair<const char*, uint64_t> good[] = {
+      {"0", 0},
+      {"42", 42},
+      {"16.0", 16},
+      {"9223372036854775807", 0x7fffffffffffffffull},   // 2^63-1
+      {"9223372036854775808", 0x8000000000000000ull},   // 2^63
+      {"18446744073709551615", 0xffffffffffffffffull},  // 2^64-1, the top end
+      {"-1", 0xffffffffffffffffull},                    // 2^64-1 modulo 2^64
+      {"-2", 0xfffffffffffffffeull},
+      {"-9223372036854775808", 0x8000000000000000ull},  // -2^63, the bottom end
+  };
+  const char* bad[] = {"18446744073709551616",  // 2^64
+                       "-9223372036854775809",  // -2^63-1
+                       "1e30",
+                       "1.5",
+                       "\"7\"",
+                       "true",
+                       "[1]"};
+  for (int route = 0; route < 4; ++route) {
+    SCOPED_TRACE(route);
+    ASSERT_OK_AND_ASSIGN(std::optional<uint64_t> none, parse(route, ""));
+    EXPECT_FALSE(none.has_value());
+    for (const auto& [text, want] : good) {
+      absl::StatusOr<std::optional<uint64_t>> got = parse(route, text);
+      ASSERT_OK(got.status()) << text;
+      EXPECT_EQ(*got, want) << text;
+    }
+    for (const char* text : bad) {
+      absl::StatusOr<std::optional<uint64_t>> got = parse(route, text);
+      EXPECT_THAT(got, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'seed' must be")))
+          << text;
+      EXPECT_EQ(ErrorParam(got.status()), "seed") << text;
+    }
+  }
+}
+
+// OpenAI requires json_schema.name (shared/spec/protocol.md is silent, so we follow OpenAI); a
+// missing `schema` is any JSON object (docs/protocol.md).
+TEST(OpenAiCodecTest, JsonSchemaResponseFormatNeedsAName) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  absl::StatusOr<ChatCompletionRequest> r = ParseChatCompletionRequest(
+      "{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {}}})");
+  ASSERT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(ErrorInfoFor(r.status().code()).http_status, 400);
+  // The OpenAI error envelope, as OpenAI words a missing parameter.
+  EXPECT_EQ(Json::parse(OpenAiErrorJson(r.status())),
+            Json::parse(R"({"error": {"message": "Missing required parameter: )"
+                        R"('response_format.json_schema.name'.", "type": "invalid_request_error",)"
+                        R"( "param": "response_format.json_schema.name", "code": null}})"));
+  for (const char* bad :
+       {R"("name": "")", R"("name": "has space")", R"("name": 7)",
+        R"("name": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")"}) {
+    r = ParseChatCompletionRequest(
+        "{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {)" + bad +
+        "}}}");
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+    EXPECT_EQ(ErrorParam(r.status()), "response_format.json_schema.name") << bad;
+  }
+  // 64 characters from the allowed set; no schema: accepted (any JSON object).
+  const std::string name64 = "Ab0_-" + std::string(59, 'z');
+  ASSERT_OK_AND_ASSIGN(ChatCompletionRequest ok,
+                       ParseChatCompletionRequest("{" + msgs +
+                                                  R"(, "response_format": {"type": "json_schema", )"
+                                                  R"("json_schema": {"name": ")" +
+                                                  name64 + R"("}}})"));
+  ASSERT_TRUE(ok.conversation.response_format.has_value());
+  // Responses: the name sits in text.format.
+  absl::StatusOr<ResponsesRequest> rr =
+      ParseResponsesRequest(R"({"input": "x", "text": {"format": {"type": "json_schema",)"
+                            R"( "schema": {"type": "object"}}}})");
+  EXPECT_THAT(rr, StatusIs(absl::StatusCode::kInvalidArgument,
+                           HasSubstr("Missing required parameter: 'text.format.name'")));
+  EXPECT_EQ(ErrorParam(rr.status()), "text.format.name");
+  ASSERT_OK(ParseResponsesRequest(
+                R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n"}}})")
+                .status());
 }
 
 TEST(OpenAiCodecTest, ParsesCompletionPromptShapes) {

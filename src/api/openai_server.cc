@@ -78,17 +78,6 @@ class RecordingWriter : public http::ResponseWriter {
   int status_ = 0;
 };
 
-std::string ChatFinishReason(protocol::FinishReason r) {
-  switch (r) {
-    case protocol::FinishReason::kLength:
-      return "length";
-    case protocol::FinishReason::kToolCalls:
-      return "tool_calls";
-    default:
-      return "stop";  // EOS, stop string, cancelled, malformed tool call (logged)
-  }
-}
-
 protocol::StreamEnd StreamEndFor(engine::FinishReason r) {
   switch (r) {
     case engine::FinishReason::kLength:
@@ -788,34 +777,11 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
         smp.events.push_back(std::move(e));
         continue;
       }
-      OJson delta;
-      std::string finish;
-      switch (e.type) {
-        case protocol::OutputEvent::Type::kReasoningDelta:
-          delta = {{"reasoning_content", e.text}};
-          break;
-        case protocol::OutputEvent::Type::kContentDelta:
-          delta = {{"content", e.text}};
-          break;
-        case protocol::OutputEvent::Type::kToolCallStart:
-          delta = {{"tool_calls",
-                    OJson::array({{{"index", e.tool_index},
-                                   {"id", e.tool_call_id},
-                                   {"type", "function"},
-                                   {"function", {{"name", e.tool_name}, {"arguments", ""}}}}})}};
-          break;
-        case protocol::OutputEvent::Type::kToolCallArguments:
-          delta = {{"tool_calls", OJson::array({{{"index", e.tool_index},
-                                                 {"function", {{"arguments", e.text}}}}})}};
-          break;
-        case protocol::OutputEvent::Type::kToolCallEnd:
-          continue;
-        case protocol::OutputEvent::Type::kFinish:
-          delta = OJson::object();
-          finish = smp.finish_reason;
-          break;
-      }
-      if (!emit(o.sample_index, std::move(delta), finish)) return false;
+      std::optional<OJson> delta = ChatDeltaForEvent(e);
+      if (!delta) continue;
+      const std::string finish =
+          e.type == protocol::OutputEvent::Type::kFinish ? smp.finish_reason : std::string();
+      if (!emit(o.sample_index, *std::move(delta), finish)) return false;
     }
     if (!engine_error.ok()) {
       for (Sample& other : samples) other.done = true;
@@ -856,16 +822,10 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   std::vector<ChatChoiceOut> choices;
   for (int i = 0; i < n; ++i) {
     Sample& smp = samples[i];
-    protocol::ParsedOutput po = protocol::Aggregate(smp.events);
-    ChatChoiceOut c;
+    // The same events the stream turns into deltas (ChatDeltaForEvent), so both modes agree.
+    ChatChoiceOut c = ChatChoiceFromEvents(smp.events, thinking);
     c.index = i;
-    for (const protocol::ParsedToolCall& t : po.tool_calls) {
-      if (t.valid) c.tool_calls.push_back({t.id, t.name, t.arguments});
-    }
-    if (!(po.content.empty() && !c.tool_calls.empty())) c.content = po.content;
-    if (thinking) c.reasoning_content = po.reasoning;
-    c.finish_reason =
-        smp.finish_reason.empty() ? ChatFinishReason(po.finish_reason) : smp.finish_reason;
+    if (!smp.finish_reason.empty()) c.finish_reason = smp.finish_reason;
     if (req.logprobs) c.logprobs = OJson{{"content", smp.logprobs}};
     choices.push_back(std::move(c));
   }

@@ -252,6 +252,7 @@ absl::Status ParseTextFormat(const Json& obj, protocol::Conversation* conv) {
   if (t == "json_object") {
     chat = Json{{"type", "json_object"}};
   } else if (t == "json_schema") {
+    RETURN_IF_ERROR(codec_util::CheckJsonSchemaName(*format, "text.format.name"));
     Json schema = Json::object();
     for (const char* k : {"name", "description", "schema", "strict"}) {
       if (const Json* f = Field(*format, k)) schema[k] = *f;
@@ -324,9 +325,7 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
     return Bad("top_p", "'top_p' must be in (0, 1]");
   RETURN_IF_ERROR(codec_util::ReadInt(obj, "max_output_tokens", "max_output_tokens", 1, INT32_MAX,
                                       &req.sampling.max_tokens));
-  std::optional<int64_t> seed;
-  RETURN_IF_ERROR(codec_util::ReadInt(obj, "seed", "seed", INT64_MIN, INT64_MAX, &seed));
-  if (seed) req.sampling.seed = static_cast<uint64_t>(*seed);
+  RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &req.sampling.seed));
   return req;
 }
 

@@ -1,6 +1,7 @@
 #include "common/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/check.h"
 #include "common/config.h"
@@ -8,12 +9,26 @@
 namespace deepinfer {
 namespace {
 thread_local bool t_inside_pool_worker = false;
+
+// Spins (with a pause hint) until done() or kSpinNanos have passed; returns done()'s last value.
+template <class Done>
+bool SpinFor(int64_t nanos, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(nanos);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(num_threads > 0
-                       ? num_threads
-                       : std::max(1u, std::thread::hardware_concurrency())) {
+    : num_threads_(num_threads > 0 ? num_threads
+                                   : std::max(1u, std::thread::hardware_concurrency())) {
   workers_.reserve(num_threads_ - 1);
   for (int i = 1; i < num_threads_; ++i) {
     workers_.emplace_back([this, i] { WorkerLoop(i); });
@@ -52,8 +67,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t align, const RangeFn& fn) {
     job_fn_ = &fn;
     job_n_ = n;
     job_align_ = align;
-    pending_ = num_threads_ - 1;
-    ++generation_;
+    pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.notify_all();
   {
@@ -62,8 +77,9 @@ void ThreadPool::ParallelFor(int64_t n, int64_t align, const RangeFn& fn) {
     if (b < e) fn(b, e);
     t_inside_pool_worker = false;
   }
+  SpinFor(kSpinNanos, [this] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  done_cv_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
   job_fn_ = nullptr;
 }
 
@@ -73,23 +89,23 @@ void ThreadPool::WorkerLoop(int worker_index) {
   for (;;) {
     const RangeFn* fn;
     int64_t n, align;
+    SpinFor(kSpinNanos, [&] { return generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      work_cv_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
       if (stop_) return;
-      seen = generation_;
+      seen = generation_.load();
       fn = job_fn_;
       n = job_n_;
       align = job_align_;
     }
     auto [b, e] = RangeOf(n, align, worker_index, num_threads_);
     if (b < e) (*fn)(b, e);
-    bool last;
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Take mu_ so the caller cannot miss the notification between its check and its wait.
       std::lock_guard<std::mutex> lock(mu_);
-      last = (--pending_ == 0);
+      done_cv_.notify_one();
     }
-    if (last) done_cv_.notify_one();
   }
 }
 

@@ -10,9 +10,16 @@
 // kernel pool has one owner); a ParallelFor issued from inside a worker runs serially inline.
 // Shutdown: the destructor wakes and joins every worker; tasks never throw (-fno-exceptions
 // style: a task that throws terminates the process).
+//
+// Hand-off: a decode step issues hundreds of sub-millisecond ParallelFor calls, and waking a
+// thread blocked on a condition variable costs ~15-20 us on a virtual machine (measured: 17.8 us
+// per empty ParallelFor, about 5 % of a 4096x4096 MXFP4 matrix-vector product). So idle workers
+// and the waiting caller first spin on atomics for up to kSpinNanos before they block; a pool
+// left idle longer than that sleeps and costs no CPU.
 #ifndef DEEPINFER_COMMON_THREAD_POOL_H_
 #define DEEPINFER_COMMON_THREAD_POOL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -28,7 +35,8 @@ class ThreadPool {
   using RangeFn = std::function<void(int64_t begin, int64_t end)>;
 
   // Creates a pool of `num_threads` >= 1 threads in total (the caller counts as one, so
-  // num_threads - 1 workers are started). num_threads <= 0 means std::thread::hardware_concurrency().
+  // num_threads - 1 workers are started). num_threads <= 0 means
+  // std::thread::hardware_concurrency().
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -50,6 +58,9 @@ class ThreadPool {
   static ThreadPool* Default();
 
  private:
+  // How long an idle worker, or the caller waiting for workers, spins before blocking.
+  static constexpr int64_t kSpinNanos = 50'000;
+
   void WorkerLoop(int worker_index);
 
   const int num_threads_;
@@ -62,9 +73,13 @@ class ThreadPool {
   const RangeFn* job_fn_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_align_ = 1;
-  uint64_t generation_ = 0;  // incremented per job, guarded by mu_
-  int pending_ = 0;          // workers still running the current job, guarded by mu_
-  bool stop_ = false;        // guarded by mu_
+  // Incremented per job (under mu_, after the job fields are set); read without mu_ by spinning
+  // workers (acquire).
+  std::atomic<uint64_t> generation_{0};
+  // Workers still running the current job; decremented without mu_, the last one notifies
+  // done_cv_ under mu_.
+  std::atomic<int> pending_{0};
+  bool stop_ = false;  // guarded by mu_
 };
 
 }  // namespace deepinfer

@@ -1,6 +1,7 @@
 #include "common/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -130,6 +131,21 @@ TEST(ThreadPool, ManySmallJobsInSequence) {
     sum += std::accumulate(partial.begin(), partial.end(), int64_t{0});
   }
   EXPECT_EQ(sum, 2000 * (36 * 37 / 2));
+}
+
+// Jobs separated by pauses longer than the spin window: workers and the caller go from spinning
+// to blocking on the condition variables and must still be woken for every job.
+TEST(ThreadPool, JobsAfterIdlePausesStillRun) {
+  ThreadPool pool(3);
+  for (int job = 0; job < 6; ++job) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(job % 2 ? 3 : 0));
+    std::atomic<int64_t> covered{0};
+    pool.ParallelFor(300, [&](int64_t b, int64_t e) {
+      if (job % 3 == 0 && b > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      covered += e - b;
+    });
+    ASSERT_EQ(covered.load(), 300) << "job " << job;
+  }
 }
 
 }  // namespace

@@ -31,13 +31,13 @@
 //   exactness and otherwise using the plain decoder. For F32/BF16/FP8 the same order is used for
 //   every M (the decode path that streams weights and the prefill path that packs them produce
 //   bitwise identical rows). MXFP4 has its own order, used for every M (the weights are always
-//   streamed, up to 4 rows of x at a time): 64-column superblocks, with lane l < 4 holding
-//   columns 2(4g+l)+h and lane l >= 4 columns 32+2(4g+l-4)+h of the superblock (g = 0..3 in
-//   order, h = 0 for the low nibbles, 1 for the high ones); per superblock bl = Σ_g x·w2 over
-//   h = 0 and bh = Σ_g x·w2 over h = 1 (w2 = 2·e2m1·2^24 exactly; the first term a product, the
-//   others FMAs), then acc = fma((bl + bh)·2^-25, s, acc) with s = the E8M0 scale of the lane's
-//   32-column block. The work is split along N only (never K), so the result does not depend on
-//   M, on the row's position in the batch or on the thread count. The scalar reference sums k
+//   streamed, up to 4 rows of x at a time): the weight is the exact product fl(e2m1 · 2^(e-127))
+//   (a BF16 number), columns come in 64-column superblocks, and vector v = 2u + o (u = 0..3,
+//   o = 0..1) of a superblock holds in lane l = 4L + d column 2·(16L + 8(u%2) + 2d + o) + u/2;
+//   accumulator a_o takes fma(x_v, w_v, a_o) for u = 0..3, superblock by superblock, and the
+//   row's result is the lane combination below of a_0 + a_1. The work is split along N only
+//   (never K), so the result does not depend on M, on the row's position in the batch or on the
+//   thread count. The scalar reference sums k
 //   sequentially (a different but equally fixed order).
 // - Row-wise ops (norms, softmax, quantisers, RoPE, attention per query) process each row
 //   independently with a fixed order (8-lane partial sums combined as above for the vector

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/status.h"
 #include "structured/ebnf.h"
 #include "structured/regex.h"
@@ -69,6 +70,10 @@ GrammarCompiler::~GrammarCompiler() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    // Cancel compiles in flight so that the threads join promptly.
+    for (auto& [key, entry] : cache_) {
+      if (!entry->done) entry->deadline_nanos.store(0);
+    }
   }
   work_cv_.notify_all();
   for (auto& t : threads_) t.join();
@@ -82,31 +87,44 @@ std::string GrammarCompiler::CacheKey(const ConstraintSpec& spec) {
 
 void GrammarCompiler::WorkerLoop() {
   for (;;) {
-    std::pair<std::string, ConstraintSpec> job;
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (stop_) return;
       job = std::move(queue_.front());
-      queue_.erase(queue_.begin());
+      queue_.pop_front();
     }
-    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> result;
-    auto grammar = BuildGrammar(job.second);
-    if (!grammar.ok()) {
-      result = grammar.status();
-    } else {
-      result = CompiledGrammar::Compile(*grammar, vocab_);
-      if (result.ok() && options_.precompute_token_sets) (*result)->Precompute();
+    // The budget follows the entry's deadline, which later requests for the same grammar push
+    // back; once every waiter has timed out the compile stops at its next poll.
+    const CompileBudget budget(&job.entry->deadline_nanos);
+    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> result =
+        absl::DeadlineExceededError("grammar compilation was cancelled before it started");
+    const bool started = !budget.Expired();  // else nobody waits for it any more: skip
+    if (started) {
+      result = CompiledGrammar::Compile(job.grammar, vocab_, budget);
+      if (result.ok() && options_.precompute_token_sets) {
+        const absl::Status precomputed = (*result)->Precompute(budget);
+        if (!precomputed.ok()) result = precomputed;
+      }
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ++compiles_;
-      auto it = cache_.find(job.first);
-      if (it != cache_.end()) {
-        it->second->result = std::move(result);
-        it->second->done = true;
-        // Failed compiles are not cached: the next request retries (and gets the same error).
-        if (!it->second->result.ok()) cache_.erase(it);
+      if (started) ++compiles_;
+      if (absl::IsDeadlineExceeded(result.status()) &&
+          MonotonicNanos() < job.entry->deadline_nanos.load()) {
+        // A request joined after the budget ran out (it moved the deadline under mu_): start
+        // over for it rather than fail it early.
+        queue_.push_front(std::move(job));
+        continue;
+      }
+      job.entry->result = std::move(result);
+      job.entry->done = true;
+      // Failed or cancelled compiles are not cached: the next request retries (and gets the
+      // same error, or a complete grammar), never a partial one.
+      if (!job.entry->result.ok()) {
+        auto it = cache_.find(job.key);
+        if (it != cache_.end() && it->second == job.entry) cache_.erase(it);
       }
     }
     done_cv_.notify_all();
@@ -116,20 +134,37 @@ void GrammarCompiler::WorkerLoop() {
 absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Get(
     const ConstraintSpec& spec) {
   const std::string key = CacheKey(spec);
+  const int64_t deadline = MonotonicNanos() + options_.compile_timeout_ms * 1'000'000;
   std::shared_ptr<Entry> entry;
+  // Joins the cache entry for `key` if there is one (guarded by mu_).
+  auto join_existing = [&]() {
+    auto it = cache_.find(key);
+    if (it == cache_.end()) return false;
+    entry = it->second;
+    ++hits_;
+    lru_.remove(key);
+    lru_.push_front(key);
+    if (entry->deadline_nanos.load() < deadline) entry->deadline_nanos.store(deadline);
+    return true;
+  };
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      entry = it->second;
-      ++hits_;
-      lru_.remove(key);
-      lru_.push_front(key);
-    } else {
+    join_existing();
+  }
+  if (entry == nullptr) {
+    // Parse on the caller's thread: linear in the constraint's size, and a bad constraint is
+    // an immediate InvalidArgument instead of a wait behind other requests' compiles.
+    absl::StatusOr<Grammar> grammar = BuildGrammar(spec);
+    if (!grammar.ok()) return grammar.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!join_existing()) {  // another request may have queued it meanwhile
       entry = std::make_shared<Entry>();
+      entry->deadline_nanos.store(deadline);
       cache_[key] = entry;
       lru_.push_front(key);
-      queue_.emplace_back(key, spec);
+      queue_.push_back(Job{key, *std::move(grammar), entry});
+      queued = true;
       while (lru_.size() > options_.max_cache_entries) {
         auto victim = cache_.find(lru_.back());
         if (victim != cache_.end() && victim->second->done) cache_.erase(victim);
@@ -137,10 +172,11 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Get(
       }
     }
   }
-  work_cv_.notify_one();
+  if (queued) work_cv_.notify_one();
   std::unique_lock<std::mutex> lock(mu_);
-  bool finished = done_cv_.wait_for(lock, std::chrono::milliseconds(options_.compile_timeout_ms),
-                                    [&] { return entry->done; });
+  const bool finished = done_cv_.wait_until(
+      lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline)),
+      [&] { return entry->done; });
   if (!finished) {
     return absl::DeadlineExceededError(
         absl::StrCat("grammar compilation took longer than ", options_.compile_timeout_ms, " ms"));

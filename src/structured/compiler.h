@@ -2,7 +2,10 @@
 // regex / EBNF constraints into CompiledGrammars on its own threads, off the engine thread,
 // with a cache keyed by (constraint hash, vocabulary fingerprint). Requests wait for their
 // grammar before entering the engine; a compile that exceeds the timeout ends in
-// DeadlineExceeded (the compile keeps running and still fills the cache).
+// DeadlineExceeded and is cancelled (it polls a CompileBudget, compile_budget.h) once no
+// request waits for it any more, so it does not hold its thread while later requests queue.
+// Constraints are parsed into a Grammar on the caller's thread first (linear in their size),
+// so a bad constraint is an immediate InvalidArgument, never queued behind other compiles.
 //
 // Also builds the matcher's Vocabulary from a Tokenizer: every added/special token is excluded
 // from grammar output unless a grammar spells it as a control token (matcher.h,
@@ -11,6 +14,7 @@
 #ifndef DEEPINFER_STRUCTURED_COMPILER_H_
 #define DEEPINFER_STRUCTURED_COMPILER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <list>
@@ -66,8 +70,10 @@ class GrammarCompiler {
   GrammarCompiler& operator=(const GrammarCompiler&) = delete;
 
   // Returns the compiled grammar for `spec`, compiling it on a compiler thread if not cached.
-  // Blocks the caller up to the compile timeout. Errors: InvalidArgument (bad constraint),
-  // DeadlineExceeded (compile took longer than the timeout).
+  // Blocks the caller up to the compile timeout. Errors: InvalidArgument (bad constraint,
+  // returned before queueing), DeadlineExceeded (compile took longer than the timeout; the
+  // compile stops once every request waiting for it has timed out, and nothing is cached, so
+  // a later identical request compiles afresh).
   absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Get(const ConstraintSpec& spec);
 
   const VocabularyIndex& vocab() const { return *vocab_; }
@@ -76,8 +82,17 @@ class GrammarCompiler {
 
  private:
   struct Entry {
-    bool done = false;
-    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> result = absl::UnknownError("pending");
+    bool done = false;                                               // guarded by mu_
+    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> result =  // guarded by mu_
+        absl::UnknownError("pending");
+    // The latest deadline (MonotonicNanos) of the requests waiting for this entry: the
+    // compile's CompileBudget.
+    std::atomic<int64_t> deadline_nanos{0};
+  };
+  struct Job {
+    std::string key;
+    Grammar grammar;
+    std::shared_ptr<Entry> entry;
   };
   void WorkerLoop();
   static std::string CacheKey(const ConstraintSpec& spec);
@@ -89,7 +104,7 @@ class GrammarCompiler {
   std::condition_variable done_cv_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> cache_;  // guarded by mu_
   std::list<std::string> lru_;                                      // guarded by mu_
-  std::vector<std::pair<std::string, ConstraintSpec>> queue_;       // guarded by mu_
+  std::list<Job> queue_;                                            // guarded by mu_
   bool stop_ = false;                                               // guarded by mu_
   int64_t hits_ = 0, compiles_ = 0;                                 // guarded by mu_
   std::vector<std::thread> threads_;

@@ -137,8 +137,12 @@ std::string QuoteBytes(const std::string& s) {
 void Print(const Grammar& g, const Expr& e, std::string* out) {
   using K = Expr::Kind;
   switch (e.kind) {
-    case K::kEmpty: *out += "\"\""; break;
-    case K::kLiteral: *out += QuoteBytes(e.text); break;
+    case K::kEmpty:
+      *out += "\"\"";
+      break;
+    case K::kLiteral:
+      *out += QuoteBytes(e.text);
+      break;
     case K::kCharClass:
       *out += "[";
       for (const auto& r : e.ranges) {
@@ -147,7 +151,9 @@ void Print(const Grammar& g, const Expr& e, std::string* out) {
       }
       *out += "]";
       break;
-    case K::kRuleRef: *out += g.name(e.rule); break;
+    case K::kRuleRef:
+      *out += g.name(e.rule);
+      break;
     case K::kSequence:
       *out += "(";
       for (size_t i = 0; i < e.children.size(); ++i) {
@@ -185,6 +191,38 @@ std::string Grammar::ToString() const {
     out += "\n";
   }
   return out;
+}
+
+Expr OptionalSequence(Grammar& g, std::vector<Expr> items, const std::vector<bool>& required,
+                      const Expr& separator, const std::string& prefix) {
+  CHECK_EQ(items.size(), required.size());
+  const int n = static_cast<int>(items.size());
+  //   first[i]: items i.. while none has been emitted yet (the next one has no separator);
+  //   rest[i]:  items i.. after some item was emitted (each one after a separator).
+  //   first[i] ::= item_i rest[i+1] | first[i+1]     (the second branch only if i is optional)
+  //   rest[i]  ::= sep item_i rest[i+1] | rest[i+1]  (likewise)
+  //   first[n] ::= rest[n] ::= ""
+  // Each item is copied into first[i] and rest[i] (two copies, not a rule of its own: a called
+  // rule would make tokens that cross into the next item depend on the stack, i.e. slower masks).
+  std::vector<int> rest(n + 1), first(n + 1);
+  for (int i = 0; i <= n; ++i) {
+    rest[i] = g.AddUniqueRule(prefix + "_rest");
+    first[i] = g.AddUniqueRule(prefix + "_first");
+  }
+  g.SetBody(rest[n], Expr::Empty());
+  g.SetBody(first[n], Expr::Empty());
+  for (int i = n - 1; i >= 0; --i) {
+    Expr rest_take = Expr::Seq({separator, items[i], Expr::Ref(rest[i + 1])});
+    Expr first_take = Expr::Seq({std::move(items[i]), Expr::Ref(rest[i + 1])});
+    if (required[i]) {
+      g.SetBody(rest[i], std::move(rest_take));
+      g.SetBody(first[i], std::move(first_take));
+    } else {
+      g.SetBody(rest[i], Expr::Choice({std::move(rest_take), Expr::Ref(rest[i + 1])}));
+      g.SetBody(first[i], Expr::Choice({std::move(first_take), Expr::Ref(first[i + 1])}));
+    }
+  }
+  return Expr::Ref(first[0]);
 }
 
 }  // namespace deepinfer::structured

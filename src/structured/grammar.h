@@ -89,6 +89,17 @@ class Grammar {
   int root_ = 0;
 };
 
+// Adds rules to `g` for `items` in the given order, each one present or absent (always present
+// where `required[i]`), with `separator` between consecutive present items; returns the
+// expression for the whole sequence. This is the language of a JSON object's properties in
+// schema order (separator ",") and of DSML tool-call parameters (separator "\n").
+// Linear construction (as XGrammar / llama.cpp's json-schema-to-grammar): 2n + 2 rules, each
+// holding one item, so grammar, automaton and compile time grow linearly with the number of
+// items (listing every possible next item instead is quadratic, enumerating subsets exponential).
+// Rule names start with `prefix`. CHECKs that items and required have the same size.
+Expr OptionalSequence(Grammar& g, std::vector<Expr> items, const std::vector<bool>& required,
+                      const Expr& separator, const std::string& prefix);
+
 }  // namespace deepinfer::structured
 
 #endif  // DEEPINFER_STRUCTURED_GRAMMAR_H_

@@ -157,7 +157,8 @@ class GrammarBuilder {
  public:
   static constexpr int kMaxStates = 4'000'000;
 
-  explicit GrammarBuilder(const Grammar& g, CompiledGrammar* out) : g_(g), out_(out) {}
+  GrammarBuilder(const Grammar& g, CompiledGrammar* out, const CompileBudget* budget)
+      : g_(g), out_(out), budget_(budget) {}
 
   absl::Status Build() {
     const int n = g_.num_rules();
@@ -170,8 +171,11 @@ class GrammarBuilder {
       finals[r] = NewState();
       out_->states_[finals[r]].final = true;
     }
+    std::vector<int32_t> body_first(n), body_count(n);
     for (int r = 0; r < n; ++r) {
+      body_first[r] = static_cast<int32_t>(out_->states_.size());
       RETURN_IF_ERROR(Emit(g_.body(r), out_->rule_start_[r], finals[r], r));
+      body_count[r] = static_cast<int32_t>(out_->states_.size()) - body_first[r];
       if (out_->states_.size() > kMaxStates) {
         return absl::InvalidArgumentError(
             absl::StrCat("grammar too large: more than ", kMaxStates, " automaton states (rule '",
@@ -179,8 +183,18 @@ class GrammarBuilder {
       }
     }
     out_->root_ = g_.root();
+    // The states an inlined copy of rule R creates inside its caller are emitted in the same
+    // order as R's own (standalone) automaton, with R's start / final replaced by the caller's
+    // from / to states; copies are recorded innermost first, so the outermost copy wins.
+    out_->origin_.assign(out_->states_.size(), -1);
+    for (const InlinedCopy& c : copies_) {
+      if (c.count != body_count[c.rule]) continue;  // not expected; the copy is then computed
+      for (int32_t k = 0; k < c.count; ++k) out_->origin_[c.first + k] = body_first[c.rule] + k;
+    }
+    RETURN_IF_ERROR(budget_->Check());
     ComputeClosures();
-    ComputeMinToEnd();
+    RETURN_IF_ERROR(budget_->Check());
+    RETURN_IF_ERROR(ComputeMinToEnd());
     return CheckLeftRecursion();
   }
 
@@ -262,6 +276,7 @@ class GrammarBuilder {
 
   absl::Status Emit(const Expr& e, int32_t from, int32_t to, int rule) {
     if (out_->states_.size() > kMaxStates) return absl::OkStatus();  // reported by caller
+    if ((++emit_calls_ & 0xFFF) == 0) RETURN_IF_ERROR(budget_->Check());
     using K = Expr::Kind;
     switch (e.kind) {
       case K::kEmpty:
@@ -298,7 +313,11 @@ class GrammarBuilder {
         if (inlinable_[e.rule]) {
           // Small non-recursive rules are expanded in place: their bytes then stay inside the
           // caller's frame, which keeps most tokens context-independent (see matcher.h).
-          return Emit(g_.body(e.rule), from, to, rule);
+          const int32_t first_new = static_cast<int32_t>(out_->states_.size());
+          RETURN_IF_ERROR(Emit(g_.body(e.rule), from, to, rule));
+          copies_.push_back(
+              {e.rule, first_new, static_cast<int32_t>(out_->states_.size()) - first_new});
+          return absl::OkStatus();
         }
         out_->states_[from].calls.push_back({e.rule, to});
         return absl::OkStatus();
@@ -371,7 +390,7 @@ class GrammarBuilder {
 
   // min_to_end_[s]: shortest path (in bytes) from s to its rule's final state, where a call
   // costs its callee's shortest sentence. Bellman-Ford style relaxation to a fixed point.
-  void ComputeMinToEnd() {
+  absl::Status ComputeMinToEnd() {
     const auto& st = out_->states_;
     const int64_t kInf = INT64_MAX / 4;
     auto& m = out_->min_to_end_;
@@ -380,6 +399,7 @@ class GrammarBuilder {
       if (st[s].final) m[s] = 0;
     }
     for (bool changed = true; changed;) {
+      RETURN_IF_ERROR(budget_->Check());
       changed = false;
       for (size_t s = st.size(); s-- > 0;) {
         int64_t best = m[s];
@@ -394,6 +414,7 @@ class GrammarBuilder {
         }
       }
     }
+    return absl::OkStatus();
   }
 
   // A rule is left-recursive if it can call itself (directly or through other rules) before
@@ -478,16 +499,27 @@ class GrammarBuilder {
     return false;
   }
 
+  // The states [first, first + count) are an inlined copy of rule `rule`'s body.
+  struct InlinedCopy {
+    int rule;
+    int32_t first;
+    int32_t count;
+  };
+
   const Grammar& g_;
   CompiledGrammar* out_;
+  const CompileBudget* budget_;
+  int64_t emit_calls_ = 0;
   std::vector<bool> inlinable_;
+  std::vector<InlinedCopy> copies_;
 };
 
 absl::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(
-    const Grammar& grammar, std::shared_ptr<const VocabularyIndex> vocab) {
+    const Grammar& grammar, std::shared_ptr<const VocabularyIndex> vocab,
+    const CompileBudget& budget) {
   std::shared_ptr<CompiledGrammar> out(new CompiledGrammar());
   out->vocab_ = std::move(vocab);
-  GrammarBuilder builder(grammar, out.get());
+  GrammarBuilder builder(grammar, out.get(), &budget);
   RETURN_IF_ERROR(builder.Build());
   out->token_sets_.resize(out->states_.size());
   return std::shared_ptr<const CompiledGrammar>(std::move(out));
@@ -570,17 +602,19 @@ void StepByte(const CompiledGrammar& g, StackArena& arena, const Configuration& 
 // ---------------------------------------------------------------------------------------------
 // Context-independent token sets.
 
-const CompiledGrammar::TokenSets& CompiledGrammar::TokenSetsOf(int s) const {
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    if (token_sets_[s]) return *token_sets_[s];
-  }
-  auto sets = std::make_unique<TokenSets>();
-  const VocabularyIndex& vi = *vocab_;
-  const auto& sorted = vi.sorted();
-  const auto& lcp = vi.lcp();
-  sets->accepted.assign(vi.mask_words(), 0);
+namespace {
 
+// Classifies the tokens `ids` (sorted by bytes; lcp[k] = common prefix length of ids[k-1] and
+// ids[k], lcp[0] unused) from stable state `s` in an unknown context: all bytes consumed
+// in-frame -> `accepted` bit; the outcome depends on the frames below -> `uncertain`; otherwise
+// rejected. Accepted ids go to `accepted_bits` (a bitmask) if set, else to `accepted_ids`.
+// `next_smaller` (may be null) lets rejected subtrees be skipped in one jump.
+// Returns false (leaving `sets` partial) when `budget` expired.
+bool WalkTokens(const CompiledGrammar& g, int s, std::span<const int32_t> ids,
+                std::span<const int32_t> lcp, const int32_t* next_smaller,
+                const CompileBudget* budget, std::vector<uint32_t>* accepted_bits,
+                std::vector<int32_t>* accepted_ids, std::vector<int32_t>* uncertain_ids) {
+  const auto& token_bytes = g.vocab().vocab().token_bytes;
   StackArena arena;
   // cfg[d]: configuration after d bytes of the current prefix; consumed[d]: byte d-1 was
   // consumed in-frame; unknown[d]: some path popped into unknown context after <= d bytes.
@@ -589,9 +623,14 @@ const CompiledGrammar::TokenSets& CompiledGrammar::TokenSetsOf(int s) const {
   std::vector<uint8_t> consumed(1, 1), unknown(1, 0);
   int valid = 0;  // cfg[0..valid] describe the previous token's prefix
   size_t i = 0;
-  while (i < sorted.size()) {
-    const int32_t id = sorted[i];
-    const std::string& t = vi.vocab().token_bytes[id];
+  size_t next_check = 0;
+  while (i < ids.size()) {
+    if (budget != nullptr && i >= next_check) {
+      if (budget->Expired()) return false;
+      next_check = i + 4096;
+    }
+    const int32_t id = ids[i];
+    const std::string& t = token_bytes[id];
     const int L = static_cast<int>(t.size());
     int d = std::min<int>(i == 0 ? 0 : lcp[i], valid);
     if (static_cast<int>(cfg.size()) < L + 1) {
@@ -602,7 +641,7 @@ const CompiledGrammar::TokenSets& CompiledGrammar::TokenSetsOf(int s) const {
     // Extend the prefix byte by byte while some in-frame stack survives.
     bool byte_failed = false;
     while (d < L && !cfg[d].nodes.empty()) {
-      internal::StepByte(*this, arena, cfg[d], static_cast<uint8_t>(t[d]), &cfg[d + 1]);
+      internal::StepByte(g, arena, cfg[d], static_cast<uint8_t>(t[d]), &cfg[d + 1]);
       // The byte was taken by some stack iff the step produced anything at all.
       consumed[d + 1] =
           !cfg[d + 1].nodes.empty() || cfg[d + 1].popped_unknown || cfg[d + 1].can_end;
@@ -615,7 +654,11 @@ const CompiledGrammar::TokenSets& CompiledGrammar::TokenSetsOf(int s) const {
     }
     valid = d;
     if (!byte_failed && d == L) {
-      sets->accepted[id >> 5] |= 1u << (id & 31);
+      if (accepted_bits != nullptr) {
+        (*accepted_bits)[id >> 5] |= 1u << (id & 31);
+      } else {
+        accepted_ids->push_back(id);
+      }
       ++i;
       continue;
     }
@@ -625,24 +668,110 @@ const CompiledGrammar::TokenSets& CompiledGrammar::TokenSetsOf(int s) const {
     const bool uncertain = byte_failed ? unknown[d - 1] != 0 : unknown[d] != 0;
     size_t j = i + 1;
     if (uncertain) {
-      sets->uncertain.push_back(id);
-      while (j < sorted.size() && lcp[j] >= d) sets->uncertain.push_back(sorted[j++]);
-    } else {
+      uncertain_ids->push_back(id);
+      while (j < ids.size() && lcp[j] >= d) uncertain_ids->push_back(ids[j++]);
+    } else if (next_smaller != nullptr) {
       // Skip the whole subtree: jumps over runs whose common prefix stays >= d.
-      const auto& next_smaller = vi.next_smaller();
-      while (j < sorted.size() && lcp[j] >= d) j = next_smaller[j];
+      while (j < ids.size() && lcp[j] >= d) j = next_smaller[j];
+    } else {
+      while (j < ids.size() && lcp[j] >= d) ++j;
     }
     i = j;
   }
+  return true;
+}
+
+}  // namespace
+
+const CompiledGrammar::TokenSets* CompiledGrammar::ComputeTokenSets(
+    int s, const CompileBudget* budget) const {
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (token_sets_[s]) return token_sets_[s].get();
+  }
+  auto sets = std::make_unique<TokenSets>();
+  const VocabularyIndex& vi = *vocab_;
+  const int32_t origin = origin_[s];
+  if (origin >= 0) {
+    // An inlined copy of a rule's state: it accepts what the rule's own state accepts (those
+    // tokens stay inside the copy), and only the tokens that leave the rule (the origin's
+    // uncertain ones, typically a few hundred) are walked again in the copy's context. This
+    // makes a rule inlined in many places cost one vocabulary walk, not one per copy.
+    const TokenSets* base = ComputeTokenSets(origin, budget);
+    if (base == nullptr) return nullptr;
+    sets->accepted = base->accepted;
+    sets->accepted_extra = base->accepted_extra;
+    const auto& bytes = vi.vocab().token_bytes;
+    std::vector<int32_t> lcp(base->uncertain.size(), 0);
+    for (size_t k = 1; k < lcp.size(); ++k) {
+      const std::string& x = bytes[base->uncertain[k - 1]];
+      const std::string& y = bytes[base->uncertain[k]];
+      size_t n = 0;
+      while (n < x.size() && n < y.size() && x[n] == y[n]) ++n;
+      lcp[k] = static_cast<int32_t>(n);
+    }
+    if (!WalkTokens(*this, s, base->uncertain, lcp, nullptr, budget, nullptr, &sets->accepted_extra,
+                    &sets->uncertain)) {
+      return nullptr;
+    }
+  } else {
+    auto bits = std::make_shared<std::vector<uint32_t>>(vi.mask_words(), 0u);
+    if (!WalkTokens(*this, s, vi.sorted(), vi.lcp(), vi.next_smaller().data(), budget, bits.get(),
+                    nullptr, &sets->uncertain)) {
+      return nullptr;
+    }
+    sets->accepted = std::move(bits);
+  }
   std::lock_guard<std::mutex> lock(cache_mu_);
   if (!token_sets_[s]) token_sets_[s] = std::move(sets);
-  return *token_sets_[s];
+  return token_sets_[s].get();
+}
+
+const CompiledGrammar::TokenSets& CompiledGrammar::TokenSetsOf(int s) const {
+  const TokenSets* sets = ComputeTokenSets(s, nullptr);
+  CHECK(sets != nullptr);
+  return *sets;
+}
+
+std::vector<int32_t> CompiledGrammar::ReachableStates() const {
+  std::vector<uint8_t> seen(states_.size(), 0);
+  std::vector<int32_t> todo{rule_start_[root_]}, out;
+  seen[rule_start_[root_]] = 1;
+  auto visit = [&](int32_t x) {
+    if (!seen[x]) {
+      seen[x] = 1;
+      todo.push_back(x);
+    }
+  };
+  while (!todo.empty()) {
+    const int32_t x = todo.back();
+    todo.pop_back();
+    out.push_back(x);
+    for (const auto& e : states_[x].bytes) visit(e.target);
+    for (int32_t y : states_[x].eps) visit(y);
+    for (const auto& c : states_[x].calls) {
+      visit(rule_start_[c.callee_rule]);
+      visit(c.return_state);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void CompiledGrammar::Precompute() const {
-  for (int s = 0; s < num_states(); ++s) {
-    if (!states_[s].bytes.empty()) TokenSetsOf(s);
+  const absl::Status status = Precompute(CompileBudget());
+  CHECK(status.ok());
+}
+
+absl::Status CompiledGrammar::Precompute(const CompileBudget& budget) const {
+  // Only states a matcher can reach: rules that are only ever inlined also have a standalone
+  // automaton, whose sets are computed on demand as the base of their copies'.
+  for (int32_t s : ReachableStates()) {
+    if (states_[s].bytes.empty()) continue;
+    RETURN_IF_ERROR(budget.Check());
+    if (ComputeTokenSets(s, &budget) == nullptr) return budget.Check();
   }
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -760,7 +889,9 @@ void GrammarMatcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
   std::vector<const std::vector<int32_t>*> uncertain;
   for (int32_t n : cur.nodes) {
     const auto& sets = grammar_->TokenSetsOf(arena_.state(n));
-    for (size_t w = 0; w < sets.accepted.size(); ++w) bitmask[w] |= sets.accepted[w];
+    const std::vector<uint32_t>& accepted = *sets.accepted;
+    for (size_t w = 0; w < accepted.size(); ++w) bitmask[w] |= accepted[w];
+    for (int32_t id : sets.accepted_extra) bitmask[id >> 5] |= 1u << (id & 31);
     if (!sets.uncertain.empty()) uncertain.push_back(&sets.uncertain);
   }
   const auto& tokens = vi.vocab().token_bytes;

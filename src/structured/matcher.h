@@ -12,6 +12,9 @@
 // s's rule frame ("accepted") and those whose acceptance depends on the frames below
 // ("uncertain"). A step's mask is the union of the cached accepted sets of the configuration's
 // top states plus the uncertain tokens that survive a full simulation on the actual stacks.
+// States of an inlined copy of a rule derive their sets from the rule's own states (only the
+// tokens that leave the rule are walked again), so a rule inlined in many places costs one
+// vocabulary walk.
 // The vocabulary is walked as a sorted trie (shared prefixes are simulated once).
 //
 // EOS tokens are allowed only when the grammar can terminate; special tokens never, control
@@ -31,6 +34,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "structured/compile_budget.h"
 #include "structured/grammar.h"
 
 namespace deepinfer::structured {
@@ -87,15 +91,20 @@ class VocabularyIndex {
 class CompiledGrammar {
  public:
   // Compiles `grammar` for `vocab`. Errors: InvalidArgument for left recursion (naming the
-  // rule), undefined rules, or an automaton larger than the state limit.
+  // rule), undefined rules, or an automaton larger than the state limit; DeadlineExceeded when
+  // `budget` expires first (polled while building).
   static absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(
-      const Grammar& grammar, std::shared_ptr<const VocabularyIndex> vocab);
+      const Grammar& grammar, std::shared_ptr<const VocabularyIndex> vocab,
+      const CompileBudget& budget = CompileBudget());
 
   const VocabularyIndex& vocab() const { return *vocab_; }
   int num_states() const { return static_cast<int>(states_.size()); }
-  // Computes every state's context-independent token sets now (e.g. on a compiler thread)
-  // instead of lazily on first use.
+  // Computes the context-independent token sets of every state a matcher can reach now (e.g.
+  // on a compiler thread) instead of lazily on first use.
   void Precompute() const;
+  // The same, polling `budget`: DeadlineExceeded when it expires (the sets computed so far stay
+  // valid; the rest are computed lazily if the grammar is used anyway).
+  absl::Status Precompute(const CompileBudget& budget) const;
 
   // --- internal representation (used by GrammarMatcher) ---
   struct ByteEdge {
@@ -113,8 +122,11 @@ class CompiledGrammar {
     bool final = false;  // end of its rule
   };
   struct TokenSets {
-    std::vector<uint32_t> accepted;  // bitmask [mask_words]
-    std::vector<int32_t> uncertain;  // token ids needing a full simulation
+    // Bitmask [mask_words] of accepted tokens; inlined copies of a rule's state share their
+    // origin's (memory: one mask per distinct rule state, not per copy).
+    std::shared_ptr<const std::vector<uint32_t>> accepted;
+    std::vector<int32_t> accepted_extra;  // further accepted token ids
+    std::vector<int32_t> uncertain;       // token ids needing a full simulation
   };
   const State& state(int s) const { return states_[s]; }
   const std::vector<int32_t>& closure(int s) const { return eps_closure_[s]; }
@@ -122,13 +134,22 @@ class CompiledGrammar {
   int root_rule() const { return root_; }
   // Context-independent token sets of stable state `s` (computed on first use).
   const TokenSets& TokenSetsOf(int s) const;
+  // For a state of an inlined copy of a rule (matcher.cc, GrammarBuilder): the corresponding
+  // state of the rule's own automaton, whose token sets the copy's are derived from; else -1.
+  int32_t origin(int s) const { return origin_[s]; }
   // Fewest bytes that take state `s` to the end of its rule (callees counted in full).
   int64_t min_bytes_to_rule_end(int s) const { return min_to_end_[s]; }
 
  private:
   CompiledGrammar() = default;
+  // TokenSetsOf with a budget: null when it expired before the sets were complete.
+  const TokenSets* ComputeTokenSets(int s, const CompileBudget* budget) const;
+  // States reachable from the root rule's start (byte, epsilon and call edges), ascending.
+  std::vector<int32_t> ReachableStates() const;
+
   std::shared_ptr<const VocabularyIndex> vocab_;
   std::vector<State> states_;
+  std::vector<int32_t> origin_;
   std::vector<std::vector<int32_t>> eps_closure_;
   std::vector<int32_t> rule_start_;
   std::vector<int64_t> min_to_end_;

@@ -222,30 +222,9 @@ class Builder {
                                   Lit("</"), d_, Lit(o_.syntax.parameter + ">")}));
       req.push_back(required.count(key) > 0);
     }
-    // Same construction as the JSON object rule: first[i] / rest[i] = the parameters from i on,
-    // the first without / each with the "\n" separator; a required one cannot be skipped.
-    const int n = static_cast<int>(params.size());
-    std::vector<int> rest(n + 1), first(n + 1);
-    for (int i = 0; i <= n; ++i) {
-      rest[i] = g_.AddUniqueRule("param_rest");
-      first[i] = g_.AddUniqueRule("param_first");
-    }
-    for (int i = n; i >= 0; --i) {
-      std::vector<Expr> rest_alts, first_alts;
-      bool required_before = false;
-      for (int j = i; j < n && !required_before; ++j) {
-        rest_alts.push_back(Expr::Seq({Lit("\n"), params[j], Expr::Ref(rest[j + 1])}));
-        first_alts.push_back(Expr::Seq({params[j], Expr::Ref(rest[j + 1])}));
-        required_before = req[j];
-      }
-      if (!required_before) {
-        rest_alts.push_back(Expr::Empty());
-        first_alts.push_back(Expr::Empty());
-      }
-      g_.SetBody(rest[i], Expr::Choice(std::move(rest_alts)));
-      g_.SetBody(first[i], Expr::Choice(std::move(first_alts)));
-    }
-    return Expr::Ref(first[0]);
+    // Same construction as the JSON object rule: the parameters in schema order, separated by
+    // "\n", a required one cannot be skipped; linear in the number of parameters.
+    return OptionalSequence(g_, std::move(params), req, Lit("\n"), "param");
   }
 
   const ToolCallGrammarOptions& o_;

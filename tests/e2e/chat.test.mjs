@@ -171,6 +171,48 @@ describe('chat completions on the demo preset', { skip }, () => {
     for (const c of calls) assert.ok(['UTC', 'CET'].includes(JSON.parse(c.arguments).zone));
   });
 
+  test('a forced tool call cut off by max_tokens: stream and non-stream both keep the partial call', async () => {
+    // docs/protocol.md "Truncated tool calls": the stream has sent the call's id and name before
+    // the cut, so the non-stream answer keeps the call too, with the truncated arguments string
+    // and finish_reason "length".
+    const base = {
+      model: 'demo', messages: [{ role: 'user', content: 'Weather?' }], temperature: 1, top_p: 0.9,
+      seed: 17, thinking: { type: 'disabled' }, tool_choice: 'required',
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: {
+        type: 'object', properties: { city: { type: 'string', maxLength: 40 } }, required: ['city'],
+        additionalProperties: false } } }],
+    };
+    let truncated = 0;
+    for (const max_tokens of [24, 40, 80]) {  // the random model spends ~25 tokens before the name
+      const req = { ...base, max_tokens };
+      const whole = await client.chat.completions.create(req);
+      const stream = await client.chat.completions.create({ ...req, stream: true });
+      const calls = [];
+      let finish = null;
+      for await (const chunk of stream) {
+        const c = chunk.choices[0];
+        if (!c) continue;
+        finish = c.finish_reason ?? finish;
+        for (const t of c.delta.tool_calls ?? []) {
+          calls[t.index] ??= { name: '', arguments: '' };
+          calls[t.index].name += t.function?.name ?? '';
+          calls[t.index].arguments += t.function?.arguments ?? '';
+        }
+      }
+      const w = whole.choices[0];
+      assert.equal(finish, w.finish_reason, `max_tokens ${max_tokens}`);
+      const expected = (w.message.tool_calls ?? []).map((t) => ({ name: t.function.name,
+                                                                   arguments: t.function.arguments }));
+      assert.deepEqual(calls, expected, `max_tokens ${max_tokens}`);
+      if (w.finish_reason === 'length' && expected.length > 0) {
+        truncated += 1;
+        assert.equal(expected[0].name, 'get_weather');
+        assert.match(w.message.tool_calls[0].id, /^call_/);
+      }
+    }
+    assert.ok(truncated > 0, 'some max_tokens value cut the call after its name');
+  });
+
   test('tools and tool_choice are accepted', async () => {
     const r = await client.chat.completions.create({
       model: 'demo', messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 4,

@@ -174,6 +174,24 @@ describe('responses on the demo preset', { skip }, () => {
     assert.equal(r.tool_choice, 'required');
   });
 
+  test('a forced call cut off by max_output_tokens: the same incomplete function_call streamed and not', async () => {
+    // docs/protocol.md "Truncated tool calls".
+    let truncated = 0;
+    for (const max_output_tokens of [5, 9, 13, 18, 24]) {
+      const req = { model: 'demo', input: 'Weather in Paris?', tools: TOOLS, tool_choice: 'required',
+                    reasoning: { effort: 'none' }, max_output_tokens, ...SAMPLED, seed: 8 };
+      const r = await agreeAll(client, req, { raw: true });
+      const calls = r.output.filter((i) => i.type === 'function_call');
+      if (r.status === 'incomplete' && calls.length > 0) {
+        truncated += 1;
+        assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+        assert.equal(calls.at(-1).status, 'incomplete');
+        assert.ok(['get_weather', 'get_time'].includes(calls.at(-1).name));
+      }
+    }
+    assert.ok(truncated > 0, 'some max_output_tokens value cut a call after its name');
+  });
+
   test('named tool_choice and parallel_tool_calls false: exactly one call of that tool', async () => {
     const req = { model: 'demo', input: 'Time?', tools: TOOLS, parallel_tool_calls: false,
                   tool_choice: { type: 'function', name: 'get_time' }, reasoning: { effort: 'none' },
