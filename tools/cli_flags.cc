@@ -40,13 +40,13 @@ absl::Status Repeated(const std::string& command, const std::string& name) {
 void FlagSet::AddString(const std::string& name, const std::string& default_value,
                         const std::string& help) {
   CHECK(flags_.find(name) == flags_.end()) << name;
-  flags_[name] = Flag{default_value, help, false, false};
+  flags_[name] = Flag{default_value, help, default_value, false, false};
   order_.push_back(name);
 }
 
 void FlagSet::AddBool(const std::string& name, bool default_value, const std::string& help) {
   CHECK(flags_.find(name) == flags_.end()) << name;
-  flags_[name] = Flag{default_value ? "true" : "false", help, true, false};
+  flags_[name] = Flag{default_value ? "true" : "false", help, "", true, false};
   order_.push_back(name);
 }
 
@@ -191,7 +191,9 @@ std::string FlagSet::Usage() const {
   for (const auto& n : order_) {
     const Flag& f = flags_.at(n);
     absl::StrAppend(&out, "  --", n, f.is_bool ? "" : " VALUE", "\n      ", f.help);
-    if (!f.is_bool && !f.value.empty()) absl::StrAppend(&out, " (default: ", f.value, ")");
+    if (!f.is_bool && !f.default_value.empty()) {
+      absl::StrAppend(&out, " (default: ", f.default_value, ")");
+    }
     absl::StrAppend(&out, "\n");
   }
   return out;

@@ -48,13 +48,15 @@ class FlagSet {
   // "1,2,3" -> {1,2,3}; errors name the flag and the bad element.
   absl::StatusOr<std::vector<int32_t>> GetIntList(const std::string& name) const;
 
-  // "Usage: deepinfer <command> [flags]" plus one line per flag.
+  // "Usage: deepinfer <command> [flags]" plus one line per flag with its declared default (never
+  // a value given on the command line).
   std::string Usage() const;
 
  private:
   struct Flag {
     std::string value;
     std::string help;
+    std::string default_value;  // shown by Usage() (value may hold what was parsed)
     bool is_bool = false;
     bool set = false;
   };

@@ -109,5 +109,14 @@ TEST(FlagSet, RepeatingAFlagIsAnErrorNamingIt) {
   EXPECT_OK(ParseArgs(ok, {"--port", "1", "--model", "/m", "--async-scheduling"}));
 }
 
+TEST(FlagSet, UsageShowsDeclaredDefaultsNotParsedValues) {
+  FlagSet f = MakeFlags();
+  ASSERT_OK(ParseArgs(f, {"--port", "9000", "--model", "/given"}));
+  const std::string usage = f.Usage();
+  EXPECT_THAT(usage, HasSubstr("port (default: 8000)"));
+  EXPECT_THAT(usage, ::testing::Not(HasSubstr("9000")));
+  EXPECT_THAT(usage, ::testing::Not(HasSubstr("/given")));
+}
+
 }  // namespace
 }  // namespace deepinfer::cli

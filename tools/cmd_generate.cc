@@ -16,6 +16,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -33,10 +34,21 @@
 namespace deepinfer::cli {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "deepinfer generate: %s\n", std::string(s.message()).c_str());
-  return 1;
+constexpr std::string_view kPrefix = "deepinfer generate: ";
+
+// Prints "deepinfer generate: <message>" once (FlagSet's errors already carry the prefix) and
+// returns `rc`: 2 for flag and usage errors, 1 for failures of the run itself.
+int Report(const absl::Status& s, int rc) {
+  std::string_view m(s.message().data(), s.message().size());
+  if (m.substr(0, kPrefix.size()) == kPrefix) m.remove_prefix(kPrefix.size());
+  std::fprintf(stderr, "%s%.*s\n", std::string(kPrefix).c_str(), static_cast<int>(m.size()),
+               m.data());
+  return rc;
 }
+
+int Fail(const absl::Status& s) { return Report(s, 1); }
+int FlagError(const absl::Status& s) { return Report(s, 2); }
+int FlagError(const std::string& message) { return Report(absl::InvalidArgumentError(message), 2); }
 
 // The structured-output flag given (at most one), as so_args; `flag` names it for errors.
 struct StructuredOutputFlag {
@@ -107,24 +119,37 @@ int GenerateWithEngine(const FlagSet& flags) {
   absl::StatusOr<double> temperature = flags.GetDouble("temperature");
   absl::StatusOr<double> top_p = flags.GetDouble("top-p");
   absl::StatusOr<int64_t> top_k = flags.GetInt("top-k");
-  absl::StatusOr<uint64_t> seed = flags.GetSeed("seed");
+  absl::StatusOr<uint64_t> seed =
+      flags.IsSet("seed") ? flags.GetSeed("seed") : absl::StatusOr<uint64_t>(0);
   absl::StatusOr<StructuredOutputFlag> so_flag = ParseStructuredOutputFlags(flags);
   for (const absl::Status& s : {max_tokens.status(), temperature.status(), top_p.status(),
                                 top_k.status(), seed.status(), so_flag.status()}) {
-    if (!s.ok()) {
-      std::fprintf(stderr, "deepinfer generate: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
+    if (!s.ok()) return FlagError(s);
   }
   // Checked here, before the narrowing casts below and before loading the model.
   if (*max_tokens < 1 || *max_tokens > kMaxGenerateTokens) {
-    std::fprintf(stderr, "deepinfer generate: --max-tokens must be in [1, %d], got %lld\n",
-                 kMaxGenerateTokens, static_cast<long long>(*max_tokens));
-    return 2;
+    return FlagError(
+        absl::StrCat("--max-tokens must be in [1, ", kMaxGenerateTokens, "], got ", *max_tokens));
   }
   if (*top_k < -1 || *top_k > std::numeric_limits<int32_t>::max()) {
-    std::fprintf(stderr, "deepinfer generate: --top-k must be -1 (off) or a positive count\n");
-    return 2;
+    return FlagError(
+        absl::StrCat("--top-k must be -1 or 0 (off) or a positive count, got ", *top_k));
+  }
+  engine::SamplingParams params;
+  params.max_tokens = static_cast<int>(*max_tokens);
+  params.temperature = static_cast<float>(*temperature);
+  params.top_p = static_cast<float>(*top_p);
+  params.top_k = static_cast<int>(*top_k);
+  params.ignore_eos = flags.GetBool("ignore-eos");
+  if (flags.IsSet("seed")) params.seed = *seed;
+  // The engine's range checks (temperature, top-p) are flag errors too, before the model loads.
+  if (absl::Status s = params.Validate(); !s.ok()) {
+    const std::string m(s.message());
+    const char* flag = m.find("top_p") != std::string::npos         ? "--top-p"
+                       : m.find("top_k") != std::string::npos       ? "--top-k"
+                       : m.find("temperature") != std::string::npos ? "--temperature"
+                                                                    : "a sampling flag";
+    return FlagError(absl::StrCat(flag, ": ", m));
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromDirectory(dir);
   if (!tok.ok()) return Fail(tok.status());
@@ -138,6 +163,9 @@ int GenerateWithEngine(const FlagSet& flags) {
   if (bos >= 0) prompt.push_back(bos);
   const std::vector<int32_t> text_ids = (*tok)->EncodeText(flags.GetString("prompt"));
   prompt.insert(prompt.end(), text_ids.begin(), text_ids.end());
+  if (prompt.empty()) {
+    return FlagError("--prompt is empty and the model has no BOS token to start from");
+  }
   engine::EngineConfig config;
   config.max_num_seqs = 1;
   config.kv_memory_bytes = int64_t{256} << 20;
@@ -145,13 +173,6 @@ int GenerateWithEngine(const FlagSet& flags) {
   absl::StatusOr<std::unique_ptr<engine::LLM>> llm =
       engine::LLM::Create(std::move(*loaded), config, **tok);
   if (!llm.ok()) return Fail(llm.status());
-  engine::SamplingParams params;
-  params.max_tokens = static_cast<int>(*max_tokens);
-  params.temperature = static_cast<float>(*temperature);
-  params.top_p = static_cast<float>(*top_p);
-  params.top_k = static_cast<int>(*top_k);
-  params.ignore_eos = flags.GetBool("ignore-eos");
-  if (flags.IsSet("seed")) params.seed = *seed;
   params.so_args = so_flag->args;
   Stopwatch watch;
   absl::StatusOr<std::vector<engine::GenerateOutput>> out = (*llm)->Generate({prompt}, params);
@@ -171,8 +192,15 @@ int GenerateWithEngine(const FlagSet& flags) {
     }
     std::printf("%s\n", text.c_str());
   } else {
-    std::printf("%s%s\n", flags.GetString("prompt").c_str(),
-                (*tok)->Decode(s.token_ids, /*skip_special=*/true).c_str());
+    // Decoded relative to the prompt, as the server's completions do: the detokenizer is primed
+    // with the prompt ids so SentencePiece's sequence-start space strip applies to the prompt,
+    // and the continuation keeps its leading space ("Once" + " upon a time").
+    StreamingDetokenizer detok(tok->get(), /*skip_special=*/true);
+    for (int32_t id : prompt) detok.Push(id);
+    std::string text;
+    for (int32_t id : s.token_ids) text += detok.Push(id);
+    text += detok.Flush();
+    std::printf("%s%s\n", flags.GetString("prompt").c_str(), text.c_str());
   }
   std::fprintf(stderr, "%zu prompt tokens, %zu generated (finish: %s) in %.3f s\n", prompt.size(),
                s.token_ids.size(), std::string(engine::FinishReasonName(s.finish)).c_str(),
@@ -193,10 +221,10 @@ int RunGenerate(int argc, char** argv) {
                   "prompt text (encoded with the model's tokenizer; uses the engine)");
   flags.AddString("temperature", "0", "with --prompt: sampling temperature (0 = greedy)");
   flags.AddString("top-p", "1", "with --prompt: nucleus sampling threshold");
-  flags.AddString("top-k", "-1", "with --prompt: keep the k most likely tokens (-1 = off)");
-  flags.AddString("seed", "0",
+  flags.AddString("top-k", "-1", "with --prompt: keep the k most likely tokens (-1 or 0 = off)");
+  flags.AddString("seed", "",
                   "with --prompt: sampling seed, an integer in [-2^63, 2^64-1], negatives taken "
-                  "modulo 2^64 (unset = random)");
+                  "modulo 2^64 (default: unset, a random seed)");
   flags.AddBool("no-async-scheduling", false, "with --prompt: disable async engine scheduling");
   flags.AddString("json-schema", "",
                   "with --prompt: constrain the output to this JSON schema (inline JSON starting "
@@ -209,8 +237,12 @@ int RunGenerate(int argc, char** argv) {
                   "with --prompt: constrain the output to the EBNF grammar in this file (start "
                   "rule root)");
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
-  if (!flags.GetString("model").empty() && !flags.GetString("prompt").empty()) {
-    return GenerateWithEngine(flags);
+  if (flags.IsSet("prompt") && flags.IsSet("prompt-ids")) {
+    return FlagError("--prompt and --prompt-ids cannot be combined (give one)");
+  }
+  if (flags.IsSet("prompt")) {
+    if (flags.GetString("model").empty()) return FlagError("--prompt needs --model");
+    return GenerateWithEngine(flags);  // an empty prompt is the model's BOS alone
   }
   for (const char* so : {"json-schema", "json-object", "regex", "grammar"}) {
     if (flags.IsSet(so) && (std::string(so) != "json-object" || flags.GetBool(so))) {
@@ -227,11 +259,11 @@ int RunGenerate(int argc, char** argv) {
   absl::StatusOr<std::vector<int32_t>> prompt = flags.GetIntList("prompt-ids");
   absl::StatusOr<int64_t> max_tokens = flags.GetInt("max-tokens");
   if (!prompt.ok() || !max_tokens.ok() || *max_tokens < 0 || prompt->empty()) {
-    std::fprintf(stderr, "deepinfer generate: %s\n",
-                 !prompt.ok()       ? std::string(prompt.status().message()).c_str()
-                 : !max_tokens.ok() ? std::string(max_tokens.status().message()).c_str()
-                                    : "--max-tokens must be >= 0 and --prompt-ids non-empty");
-    return 2;
+    return FlagError(!prompt.ok() ? prompt.status()
+                     : !max_tokens.ok()
+                         ? max_tokens.status()
+                         : absl::InvalidArgumentError("--max-tokens must be >= 0 and --prompt-ids "
+                                                      "non-empty"));
   }
 
   model::LoadOptions load_options;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -182,6 +183,85 @@ TEST(CmdGenerateTest, BadUsage) {
   EXPECT_EQ(RunCmd({"--prompt-ids", "1"}), 2);                             // no --model
   EXPECT_EQ(RunCmd({"--model", "/x", "--prompt-ids", "1,a"}), 2);          // bad id list
   EXPECT_EQ(RunCmd({"--model", "/nonexistent", "--prompt-ids", "1"}), 1);  // load failure
+}
+
+// The printed continuation is decoded relative to the prompt, like the server's completions: its
+// leading SentencePiece space survives. Expected text from the golden's pieces ('▁' = space), as
+// Python SentencePiece produced them: "Once upon a time," is prompt_ids + the first generated id,
+// so the greedy continuation is generated_ids[1..], whose first piece is "▁there".
+TEST(CmdGenerateTest, ContinuationKeepsItsLeadingSpace) {
+  if (!std::filesystem::exists(kModelDir + "/config.json"))
+    GTEST_SKIP() << kModelDir << " is absent";
+  std::ifstream in(kModelDir + "/golden/once_upon_a_time.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::json g = nlohmann::json::parse(ss.str(), nullptr, false);
+  ASSERT_FALSE(g.is_discarded());
+  const std::vector<std::string> pieces = g["generated_pieces"].get<std::vector<std::string>>();
+  ASSERT_GE(pieces.size(), 5u);
+  std::string expected = "Once upon a time,";
+  for (size_t i = 1; i < 5; ++i) {
+    expected += absl::StrReplaceAll(pieces[i], {{"\u2581", " "}});
+  }
+  Result r = Capture({"--model", kModelDir, "--prompt", "Once upon a time,", "--max-tokens", "4"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, expected + "\n");  // "Once upon a time, there was a little"
+  // An empty prompt is the BOS alone (stories260K has one): it runs.
+  r = Capture({"--model", kModelDir, "--prompt", "", "--max-tokens", "2"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
+TEST(CmdGenerateTest, FlagErrorsAreOneLineAndExitTwo) {
+  using ::testing::HasSubstr;
+  using ::testing::Not;
+  // The command name is printed once.
+  Result r = Capture({"--model", "/x", "--prompt", "p", "--max-tokens", "abc"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("deepinfer generate: flag --max-tokens expects an integer"));
+  EXPECT_THAT(r.err, Not(HasSubstr("deepinfer generate: deepinfer generate:")));
+  // --prompt with --prompt-ids is a flag error.
+  r = Capture({"--model", "/x", "--prompt", "p", "--prompt-ids", "1,2"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--prompt and --prompt-ids cannot be combined"));
+  // --prompt without --model names what is missing.
+  r = Capture({"--prompt", "p"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--prompt needs --model"));
+  // Out-of-range sampling values are flag errors (2), caught before loading the (absent) model.
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--temperature", "-1"},
+                                              {"--temperature", "1000"},
+                                              {"--top-p", "0"},
+                                              {"--top-p", "1.5"},
+                                              {"--top-k", "-2"}}) {
+    std::vector<std::string> args = {"--model", "/nonexistent", "--prompt", "p"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    r = Capture(args);
+    EXPECT_EQ(r.rc, 2) << bad[0] << " " << bad[1] << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(bad[0])) << bad[0] << " " << bad[1];
+  }
+  // --top-k: the message says what validation accepts, and 0 / -1 (off) and 5 pass the flag
+  // checks (the absent model then fails to load: exit 1).
+  r = Capture({"--model", "/nonexistent", "--prompt", "p", "--top-k", "-2"});
+  EXPECT_THAT(r.err, HasSubstr("--top-k must be -1 or 0 (off) or a positive count"));
+  for (const char* ok : {"-1", "0", "5"}) {
+    r = Capture({"--model", "/nonexistent", "--prompt", "p", "--top-k", ok});
+    EXPECT_EQ(r.rc, 1) << ok << ": " << r.err;
+  }
+}
+
+TEST(CmdGenerateTest, HelpShowsRealDefaults) {
+  using ::testing::HasSubstr;
+  using ::testing::Not;
+  // The usage printed after a parse error shows declared defaults, not the values given.
+  Result r = Capture({"--model", "/given/model", "--max-tokens", "7", "--bogus"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, Not(HasSubstr("(default: /given/model)")));
+  EXPECT_THAT(r.err, HasSubstr("number of tokens to generate (default: 16)"));
+  r = Capture({"--help"});
+  EXPECT_EQ(r.rc, 0);
+  // The seed is unset (random) by default, and the help says only that.
+  EXPECT_THAT(r.out, HasSubstr("(default: unset, a random seed)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("random) (default: 0)")));
 }
 
 }  // namespace

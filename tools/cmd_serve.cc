@@ -81,7 +81,8 @@ int RunServe(int argc, char** argv) {
   flags.AddString("host", "127.0.0.1", "address to listen on");
   flags.AddString("port", "8000", "TCP port (0 = pick a free one)");
   flags.AddString("served-model-name", "", "model id clients use (default: the directory name)");
-  flags.AddString("api-key", "", "require 'Authorization: Bearer KEY' on /v1/* routes");
+  flags.AddString("api-key", "",
+                  "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on /v1/* routes");
   flags.AddString("kv-cache-memory", "1G", "bytes for the KV cache (e.g. 512M, 4G)");
   flags.AddString("max-num-seqs", "64", "maximum sequences running at once");
   flags.AddString("max-num-batched-tokens", "2048", "token budget per engine step");
@@ -89,6 +90,9 @@ int RunServe(int argc, char** argv) {
                   "requests queued beyond this get HTTP 429 (engine overloaded)");
   flags.AddString("max-body-bytes", "33554432", "largest request body accepted (bigger: 413)");
   flags.AddString("max-connections", "1024", "open connections accepted at once (more: 503)");
+  flags.AddString("request-timeout", "30",
+                  "seconds a connection gets to send its request headers, and a request body may "
+                  "stall (then 408; an idle new connection is closed)");
   flags.AddString("shutdown-timeout", "10", "seconds in-flight requests get on SIGINT/SIGTERM");
   flags.AddBool("async-scheduling", true, "overlap engine planning with the forward");
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
@@ -116,10 +120,12 @@ int RunServe(int argc, char** argv) {
     absl::StatusOr<int> waiting = PositiveInt(flags, "max-waiting-requests");
     absl::StatusOr<int> body = PositiveInt(flags, "max-body-bytes");
     absl::StatusOr<int> conns = PositiveInt(flags, "max-connections");
+    absl::StatusOr<int> request_timeout = PositiveInt(flags, "request-timeout");
     absl::StatusOr<int64_t> port = flags.GetInt("port");
     absl::StatusOr<int64_t> timeout = flags.GetInt("shutdown-timeout");
-    for (const absl::Status& s : {kv.status(), seqs.status(), batched.status(), waiting.status(),
-                                  body.status(), conns.status(), port.status(), timeout.status()}) {
+    for (const absl::Status& s :
+         {kv.status(), seqs.status(), batched.status(), waiting.status(), body.status(),
+          conns.status(), request_timeout.status(), port.status(), timeout.status()}) {
       if (!s.ok()) {
         std::fprintf(stderr, "deepinfer serve: %s\n", std::string(s.message()).c_str());
         return 2;
@@ -134,6 +140,7 @@ int RunServe(int argc, char** argv) {
     http_config.port = static_cast<int>(*port);
     http_config.max_body_bytes = *body;
     http_config.max_connections = *conns;
+    http_config.request_timeout_s = *request_timeout;
     http_config.error_body = &api::ApiServer::TransportErrorBody;
     shutdown_timeout_s = std::max<int64_t>(0, *timeout);
   }

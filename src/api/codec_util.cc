@@ -34,7 +34,10 @@ absl::Status CheckJsonSchemaName(const Json& json_schema, std::string_view path)
     return Bad(path, absl::StrCat("Missing required parameter: '", AbslView(path), "'."));
   }
   if (!name->is_string()) return WrongType(path, "a string");
-  const std::string& n = name->get_ref<const std::string&>();
+  return CheckOpenAiName(name->get_ref<const std::string&>(), path);
+}
+
+absl::Status CheckOpenAiName(const std::string& n, std::string_view path) {
   const bool ok_chars = std::all_of(n.begin(), n.end(), [](unsigned char c) {
     return absl::ascii_isalnum(c) || c == '_' || c == '-';
   });
@@ -44,6 +47,19 @@ absl::Status CheckJsonSchemaName(const Json& json_schema, std::string_view path)
                                   "0-9, underscores and dashes."));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckReasoningEffort(const std::string& effort, std::string_view path,
+                                  bool allow_none) {
+  static constexpr const char* kEfforts[] = {"minimal", "low", "medium", "high",
+                                             "xhigh",   "max", "ultra"};
+  if (allow_none && effort == "none") return absl::OkStatus();
+  for (const char* e : kEfforts) {
+    if (effort == e) return absl::OkStatus();
+  }
+  return Bad(path, absl::StrCat("Invalid value: '", effort,
+                                "'. Supported values are: ", allow_none ? "'none', " : "",
+                                "'minimal', 'low', 'medium', 'high', 'xhigh', 'max' and 'ultra'."));
 }
 
 std::string NamedSseEvent(const Json& event) {
@@ -105,11 +121,16 @@ absl::Status ReadInt(const Json& obj, const char* name, std::string_view path, i
   int64_t v = 0;
   if (f->is_number_integer()) {
     if (f->is_number_unsigned() && f->get<uint64_t>() > uint64_t{INT64_MAX}) {
-      return Bad(path, absl::StrCat("'", AbslView(path), "' is too large"));
+      return Bad(path, absl::StrCat("'", AbslView(path), "' must be between ", lo, " and ", hi,
+                                    ", got ", f->get<uint64_t>()));
     }
     v = f->get<int64_t>();
-  } else if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>() &&
-             std::fabs(f->get<double>()) < 9e15) {
+  } else if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>()) {
+    // Integral beyond 9e15 (also integers too long for 64 bits, parsed as doubles): out of range.
+    if (std::fabs(f->get<double>()) >= 9e15) {
+      return Bad(path, absl::StrCat("'", AbslView(path), "' must be between ", lo, " and ", hi,
+                                    ", got ", f->get<double>()));
+    }
     v = static_cast<int64_t>(f->get<double>());
   } else {
     return WrongType(path, "an integer");

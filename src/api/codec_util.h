@@ -40,6 +40,17 @@ absl::StatusOr<protocol::ToolChoice> ToolChoiceMode(const std::string& mode);
 // Error: InvalidArgument naming `path`.
 absl::Status CheckJsonSchemaName(const Json& json_schema, std::string_view path);
 
+// OpenAI's rule for schema and function names, ^[a-zA-Z0-9_-]{1,64}$ (Chat
+// `tools[i].function.name`, Responses `tools[i].name`). Error: InvalidArgument naming `path`.
+absl::Status CheckOpenAiName(const std::string& name, std::string_view path);
+
+// Checks a reasoning effort name against the ones the prompt encoder accepts
+// (protocol::ReasoningEffort::Parse: minimal, low, medium, high, xhigh, max, ultra) plus "none"
+// where `allow_none` (Chat `reasoning_effort`, Responses `reasoning.effort`: thinking off).
+// Error: InvalidArgument naming `path` and listing exactly the accepted values.
+absl::Status CheckReasoningEffort(const std::string& effort, std::string_view path,
+                                  bool allow_none);
+
 // One server-sent event of the Responses and Messages streams, which name each event by its
 // payload's `type`: "event: <type>\ndata: <json>\n\n" ("message" when `type` is missing).
 std::string NamedSseEvent(const Json& event);

@@ -1,5 +1,6 @@
 #include "api/errors.h"
 
+#include "api/openai_server.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "protocol/conversation.h"
@@ -59,6 +60,34 @@ TEST(ErrorsTest, InvalidUtf8InMessageNeverThrows) {
   std::string msg = "bad \xff byte";
   nlohmann::json j = nlohmann::json::parse(OpenAiErrorJson(absl::InvalidArgumentError(msg)));
   EXPECT_EQ(j["error"]["message"], "bad \xEF\xBF\xBD byte");  // U+FFFD
+}
+
+// Transport errors (408, 413, ...) take the error shape of the route's API family: Anthropic's
+// documented {"type":"error","error":{"type","message"}} on /v1/messages*, OpenAI's elsewhere.
+TEST(ErrorsTest, TransportErrorBodyUsesTheRoutesErrorShape) {
+  auto [ctype, body] = ApiServer::TransportErrorBody(408, "timed out", "/v1/messages");
+  EXPECT_EQ(ctype, "application/json");
+  nlohmann::json a = nlohmann::json::parse(body);
+  EXPECT_EQ(a["type"], "error");
+  EXPECT_EQ(a["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(a["error"]["message"], "timed out");
+  nlohmann::json big = nlohmann::json::parse(
+      ApiServer::TransportErrorBody(413, "too big", "/v1/messages/count_tokens").second);
+  EXPECT_EQ(big["error"]["type"], "request_too_large");
+
+  nlohmann::json o = nlohmann::json::parse(
+      ApiServer::TransportErrorBody(408, "timed out", "/v1/completions").second);
+  EXPECT_EQ(o["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(o["error"]["code"], "request_timeout");
+  // Unknown path (the header was not read): OpenAI's shape.
+  nlohmann::json u = nlohmann::json::parse(ApiServer::TransportErrorBody(400, "bad").second);
+  EXPECT_EQ(u["error"]["message"], "bad");
+  // "/v1/messagesX" is not a Messages route.
+  EXPECT_TRUE(nlohmann::json::parse(ApiServer::TransportErrorBody(400, "x", "/v1/messagesX").second)
+                  .contains("error"));
+  EXPECT_FALSE(
+      nlohmann::json::parse(ApiServer::TransportErrorBody(400, "x", "/v1/messagesX").second)
+          .contains("type"));
 }
 
 }  // namespace

@@ -399,7 +399,11 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(std::string_view body, bool
     if (!oc->is_object()) return Bad("output_config", "Input should be an object");
     std::optional<std::string> effort;
     RETURN_IF_ERROR(codec_util::ReadString(*oc, "effort", "output_config.effort", &effort));
-    if (effort) req.reasoning_effort = *effort;
+    if (effort) {
+      RETURN_IF_ERROR(codec_util::CheckReasoningEffort(*effort, "output_config.effort",
+                                                       /*allow_none=*/false));
+      req.reasoning_effort = *effort;
+    }
   }
   if (const Json* ss = Field(obj, "stop_sequences")) {
     if (!ss->is_array()) return Bad("stop_sequences", "Input should be a valid list");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "api/codec_util.h"
+#include "api/errors.h"
 #include "api/scripted_output_testing.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
@@ -287,6 +288,23 @@ TEST(MessagesRequestTest, OtherErrors) {
   EXPECT_EQ(AnthropicErrorInfoFor(absl::StatusCode::kUnauthenticated).http_status, 401);
   EXPECT_STREQ(AnthropicErrorInfoFor(absl::StatusCode::kUnavailable).type, "overloaded_error");
   EXPECT_EQ(AnthropicErrorInfoFor(absl::StatusCode::kUnavailable).http_status, 529);
+}
+
+// output_config.effort: the values the encoder accepts (no "none" here: Anthropic turns thinking
+// off with thinking.type "disabled"); the error lists exactly them.
+TEST(MessagesRequestTest, EffortListsAcceptedValues) {
+  const std::string base =
+      R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],)";
+  absl::StatusOr<MessagesRequest> r =
+      ParseMessagesRequest(base + R"("output_config":{"effort":"none"}})");
+  EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("Supported values are: 'minimal', 'low', 'medium', "
+                                             "'high', 'xhigh', 'max' and 'ultra'.")));
+  EXPECT_EQ(ErrorParam(r.status()), "output_config.effort");
+  for (const char* e : {"minimal", "low", "medium", "high", "xhigh", "max", "ultra"}) {
+    ASSERT_OK(ParseMessagesRequest(base + R"("output_config":{"effort":")" + e + "\"}}").status())
+        << e;
+  }
 }
 
 }  // namespace

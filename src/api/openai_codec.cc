@@ -67,12 +67,18 @@ absl::Status GetInt(const Json& obj, const char* name, int64_t lo, int64_t hi,
   int64_t v = 0;
   if (f->is_number_integer()) {
     if (f->is_number_unsigned() && f->get<uint64_t>() > uint64_t{INT64_MAX}) {
-      return Bad(name, absl::StrCat("'", name, "' is too large"));
+      return Bad(name, absl::StrCat("'", name, "' must be between ", lo, " and ", hi, ", got ",
+                                    f->get<uint64_t>()));
     }
     v = f->get<int64_t>();
-  } else if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>() &&
-             std::fabs(f->get<double>()) < 9e15) {
-    v = static_cast<int64_t>(f->get<double>());  // 16.0 is accepted as 16, like pydantic
+  } else if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>()) {
+    // 16.0 is accepted as 16, like pydantic; integral values beyond 9e15 (including integers
+    // too long for 64 bits, which the JSON parser reads as doubles) are out of range.
+    if (std::fabs(f->get<double>()) >= 9e15) {
+      return Bad(name, absl::StrCat("'", name, "' must be between ", lo, " and ", hi, ", got ",
+                                    f->get<double>()));
+    }
+    v = static_cast<int64_t>(f->get<double>());
   } else {
     return WrongType(name, "an integer");
   }
@@ -128,6 +134,10 @@ absl::Status ParseSampling(const Json& obj, SamplingFields* s) {
   RETURN_IF_ERROR(GetBool(obj, "stream", &s->stream));
   if (const Json* so = Field(obj, "stream_options")) {
     if (!so->is_object()) return WrongType("stream_options", "an object");
+    if (!s->stream) {
+      return Bad("stream_options",
+                 "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
+    }
     if (const Json* iu = Field(*so, "include_usage")) {
       if (!iu->is_boolean()) return WrongType("stream_options.include_usage", "a boolean");
       s->include_usage = iu->get<bool>();
@@ -155,8 +165,11 @@ absl::Status ParseModel(const Json& obj, std::string* model) {
   return GetString(obj, "model", model);
 }
 
-// Message content: a string, null, or an array of parts.
-absl::Status ParseContent(const Json& msg, const std::string& path,
+// Message content: a string, null, or an array of parts. The part types are OpenAI's for the
+// role: "text" everywhere, "image_url" (rejected later unless the model takes images), and
+// "refusal" in assistant messages only. Audio and file parts, bare strings and unknown types are
+// 400s naming the part, as OpenAI answers them (never rendered into the prompt).
+absl::Status ParseContent(const Json& msg, const std::string& path, protocol::Role role,
                           std::vector<protocol::ContentPart>* out) {
   auto it = msg.find("content");
   if (it == msg.end() || it->is_null()) return absl::OkStatus();
@@ -165,24 +178,21 @@ absl::Status ParseContent(const Json& msg, const std::string& path,
     return absl::OkStatus();
   }
   if (!it->is_array()) return WrongType(path + ".content", "a string or an array of content parts");
+  const bool assistant = role == protocol::Role::kAssistant;
   for (size_t i = 0; i < it->size(); ++i) {
     const Json& part = (*it)[i];
     std::string ppath = absl::StrCat(path, ".content[", i, "]");
-    if (part.is_string()) {  // lenient: bare strings in the array
-      out->push_back(protocol::ContentPart::Text(part.get<std::string>()));
-      continue;
-    }
     if (!part.is_object()) return WrongType(ppath, "an object");
     std::string type;
     if (const Json* t = Field(part, "type"); t != nullptr) {
       if (!t->is_string()) return WrongType(ppath + ".type", "a string");
       type = t->get<std::string>();
     }
-    if (type == "text" || type == "input_text") {
-      const Json* t = Field(part, "text");
-      if (!t || !t->is_string()) return WrongType(ppath + ".text", "a string");
+    if (type == "text" || (assistant && type == "refusal")) {
+      const Json* t = Field(part, type.c_str());
+      if (!t || !t->is_string()) return WrongType(absl::StrCat(ppath, ".", type), "a string");
       out->push_back(protocol::ContentPart::Text(t->get<std::string>()));
-    } else if (type == "image_url") {
+    } else if (type == "image_url" && !assistant) {
       const Json* iu = Field(part, "image_url");
       std::string url;
       if (iu && iu->is_object()) RETURN_IF_ERROR(GetString(*iu, "url", &url));
@@ -190,8 +200,14 @@ absl::Status ParseContent(const Json& msg, const std::string& path,
       out->push_back(protocol::ContentPart::Image(url));
     } else if (type.empty()) {
       return Bad(ppath + ".type", "content part without a 'type'");
+    } else if (type == "input_audio" && !assistant) {
+      return Bad(ppath + ".type", "This model does not support audio input.");
+    } else if (type == "file" && !assistant) {
+      return Bad(ppath + ".type", "This model does not support file input.");
     } else {
-      out->push_back(protocol::ContentPart::Other(type));
+      return Bad(ppath + ".type",
+                 absl::StrCat("Invalid value: '", type, "'. Supported values are: ",
+                              assistant ? "'text' and 'refusal'." : "'text' and 'image_url'."));
     }
   }
   return absl::OkStatus();
@@ -207,7 +223,10 @@ absl::StatusOr<protocol::Message> ParseMessage(const Json& m, size_t index) {
   if (!role.ok()) return WithParam(role.status(), path + ".role");
   protocol::Message msg;
   msg.role = *role;
-  RETURN_IF_ERROR(ParseContent(m, path, &msg.content));
+  RETURN_IF_ERROR(ParseContent(m, path, msg.role, &msg.content));
+  if (const Json* name = Field(m, "name"); name != nullptr && !name->is_string()) {
+    return WrongType(path + ".name", "a string");
+  }
   if (const Json* rc = Field(m, "reasoning_content")) {
     if (!rc->is_string()) return WrongType(path + ".reasoning_content", "a string");
     msg.reasoning_content = rc->get<std::string>();
@@ -273,6 +292,7 @@ absl::Status ParseTools(const Json& obj, protocol::Conversation* conv) {
       const Json* name = Field(*fn, "name");
       if (!name || !name->is_string()) return WrongType(path + ".function.name", "a string");
       def.name = name->get<std::string>();
+      RETURN_IF_ERROR(codec_util::CheckOpenAiName(def.name, path + ".function.name"));
       RETURN_IF_ERROR(GetString(*fn, "description", &def.description));
       if (const Json* params = Field(*fn, "parameters")) {
         if (!params->is_object()) return WrongType(path + ".function.parameters", "an object");
@@ -315,6 +335,9 @@ absl::Status ParseResponseFormat(const Json& obj, protocol::Conversation* conv) 
     const Json* js = Field(*rf, "json_schema");
     if (!js || !js->is_object()) return WrongType("response_format.json_schema", "an object");
     RETURN_IF_ERROR(codec_util::CheckJsonSchemaName(*js, "response_format.json_schema.name"));
+    if (const Json* strict = Field(*js, "strict"); strict != nullptr && !strict->is_boolean()) {
+      return WrongType("response_format.json_schema.strict", "a boolean");
+    }
   }
   absl::StatusOr<protocol::PyJson> format = protocol::PyJson::FromNlohmann(*rf);
   if (!format.ok()) return WithParam(format.status(), "response_format");
@@ -347,6 +370,10 @@ absl::Status ParseThinking(const Json& obj, ChatCompletionRequest* req) {
     }
   }
   RETURN_IF_ERROR(GetString(obj, "reasoning_effort", &req->reasoning_effort));
+  if (!req->reasoning_effort.empty()) {
+    RETURN_IF_ERROR(codec_util::CheckReasoningEffort(req->reasoning_effort, "reasoning_effort",
+                                                     /*allow_none=*/true));
+  }
   return absl::OkStatus();
 }
 
@@ -430,6 +457,15 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body) 
   RETURN_IF_ERROR(GetInt(obj, "prompt_logprobs", 0, 20, &plp));
   if (plp) req.prompt_logprobs = static_cast<int>(*plp);
   RETURN_IF_ERROR(ParseSampling(obj, &req.sampling));
+  // best_of is not implemented beyond n (docs/protocol.md); OpenAI's checks still apply.
+  std::optional<int64_t> best_of;
+  RETURN_IF_ERROR(GetInt(obj, "best_of", 1, 20, &best_of));
+  if (best_of && req.sampling.stream) {
+    return Bad("best_of", "'best_of' cannot be used with 'stream'");
+  }
+  if (best_of && *best_of < req.sampling.n) {
+    return Bad("best_of", "'best_of' must be greater than or equal to 'n'");
+  }
   if (const Json* suffix = Field(obj, "suffix")) {
     if (!suffix->is_string()) return WrongType("suffix", "a string");
     if (!suffix->get<std::string>().empty()) {

@@ -77,7 +77,10 @@ struct CompletionRequest {
   SamplingFields sampling;
 };
 
-// Parsing. `body` is the raw request body. Errors name the parameter (WithParam).
+// Parsing. `body` is the raw request body. Errors name the parameter (WithParam). Beyond type
+// checks, the 400s OpenAI gives are reproduced (docs/protocol.md "Request validation beyond the
+// spec"): content part types per role, stream_options without stream, best_of with stream or
+// below n, tool names outside ^[a-zA-Z0-9_-]{1,64}$, unknown reasoning_effort values.
 absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_view body);
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body);
 

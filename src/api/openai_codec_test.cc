@@ -286,5 +286,132 @@ TEST(OpenAiCodecTest, LogprobEntriesCarryExactBytes) {
   EXPECT_EQ(c["text_offset"], Json::array({0, 1}));
 }
 
+// Content part types per role, as OpenAI's Chat Completions answers them (API reference:
+// user parts text / image_url / input_audio / file, assistant parts text / refusal): anything we
+// cannot honour is a 400 naming the part, never rendered into the prompt.
+TEST(OpenAiCodecTest, ContentPartTypesFollowOpenAi) {
+  auto chat = [](const std::string& role, const std::string& parts) {
+    return ParseChatCompletionRequest(R"({"model": "m", "max_tokens": 1, "messages": [{"role": ")" +
+                                      role + R"(", "content": )" + parts + "}]}");
+  };
+  struct Case {
+    const char* role;
+    const char* parts;
+    const char* param;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"user", R"([{"type": "bogus"}])", "messages[0].content[0].type", "'bogus'"},
+           {"user",
+            R"([{"type": "text", "text": "a"}, {"type": "input_audio", "input_audio": {}}])",
+            "messages[0].content[1].type", "does not support audio input"},
+           {"user", R"([{"type": "file", "file": {"file_id": "f"}}])",
+            "messages[0].content[0].type", "does not support file input"},
+           {"user", R"([{"type": "refusal", "refusal": "no"}])", "messages[0].content[0].type",
+            "'refusal'"},
+           {"system", R"([{"type": "refusal", "refusal": "no"}])", "messages[0].content[0].type",
+            "'refusal'"},
+           {"user", R"([{"type": "input_text", "text": "x"}])", "messages[0].content[0].type",
+            "'input_text'"},
+           {"assistant", R"([{"type": "image_url", "image_url": {"url": "u"}}])",
+            "messages[0].content[0].type", "'image_url'"},
+           {"user", R"(["hi"])", "messages[0].content[0]", "an object"},
+       }) {
+    absl::StatusOr<ChatCompletionRequest> r = chat(c.role, c.parts);
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message))) << c.parts;
+    EXPECT_EQ(ErrorParam(r.status()), c.param) << c.parts;
+    EXPECT_EQ(ErrorInfoFor(r.status().code()).http_status, 400);
+  }
+  // Accepted: text everywhere, refusal in assistant messages (its text is the content).
+  ASSERT_OK_AND_ASSIGN(ChatCompletionRequest a,
+                       chat("assistant", R"([{"type": "text", "text": "a"},)"
+                                         R"( {"type": "refusal", "refusal": "b"}])"));
+  EXPECT_EQ(a.conversation.messages[0].JoinedText(), "a\n\nb");
+  ASSERT_OK(chat("system", R"([{"type": "text", "text": "s"}])").status());
+  ASSERT_OK(chat("user", R"([{"type": "image_url", "image_url": {"url": "u"}}])").status());
+  // A part whose payload has the wrong type names the payload.
+  absl::StatusOr<ChatCompletionRequest> r =
+      chat("assistant", R"([{"type": "refusal", "refusal": 3}])");
+  EXPECT_EQ(ErrorParam(r.status()), "messages[0].content[0].refusal");
+}
+
+// Requests OpenAI answers with a 400 (API reference / observed answers), one per gap.
+TEST(OpenAiCodecTest, OpenAiValidationGaps) {
+  const std::string msgs = R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
+  auto chat_param = [&](const std::string& extra) {
+    absl::StatusOr<ChatCompletionRequest> r = ParseChatCompletionRequest("{" + msgs + extra + "}");
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument)) << extra;
+    return r.ok() ? std::string("<ok>") : ErrorParam(r.status());
+  };
+  absl::StatusOr<ChatCompletionRequest> so =
+      ParseChatCompletionRequest("{" + msgs + R"(, "stream_options": {"include_usage": true}})");
+  EXPECT_THAT(so, StatusIs(absl::StatusCode::kInvalidArgument,
+                           "The 'stream_options' parameter is only allowed when 'stream' is "
+                           "enabled."));
+  EXPECT_EQ(ErrorParam(so.status()), "stream_options");
+  EXPECT_EQ(chat_param(R"(, "stream": false, "stream_options": {"include_usage": true})"),
+            "stream_options");
+  ASSERT_OK(ParseChatCompletionRequest(
+                "{" + msgs + R"(, "stream": true, "stream_options": {"include_usage": true}})")
+                .status());
+  ASSERT_OK(ParseChatCompletionRequest("{" + msgs + R"(, "stream_options": null})").status());
+  EXPECT_EQ(chat_param(R"(, "response_format": {"type": "json_schema", "json_schema": )"
+                       R"({"name": "n", "strict": "yes"}})"),
+            "response_format.json_schema.strict");
+  ASSERT_OK(ParseChatCompletionRequest("{" + msgs +
+                                       R"(, "response_format": {"type": "json_schema", )"
+                                       R"("json_schema": {"name": "n", "strict": true}}})")
+                .status());
+  absl::StatusOr<ChatCompletionRequest> named =
+      ParseChatCompletionRequest(R"({"messages": [{"role": "user", "content": "x", "name": 5}]})");
+  EXPECT_EQ(ErrorParam(named.status()), "messages[0].name");
+  ASSERT_OK(ParseChatCompletionRequest(
+                R"({"messages": [{"role": "user", "content": "x", "name": "bob"}]})")
+                .status());
+  // Tool names: OpenAI's ^[a-zA-Z0-9_-]{1,64}$.
+  for (const char* bad : {"get.weather", "has space", "", "caf\u00e9"}) {
+    EXPECT_EQ(chat_param(std::string(R"(, "tools": [{"type": "function", "function": {"name": ")") +
+                         bad + R"("}}])"),
+              "tools[0].function.name")
+        << bad;
+  }
+  ASSERT_OK(ParseChatCompletionRequest("{" + msgs +
+                                       R"(, "tools": [{"type": "function", "function": )"
+                                       R"({"name": "get_weather-2"}}]})")
+                .status());
+  // Integers too long for 64 bits are out of range, not "not an integer".
+  for (const char* big : {"99999999999999999999", "1e20", "18446744073709551615"}) {
+    absl::StatusOr<ChatCompletionRequest> r =
+        ParseChatCompletionRequest("{" + msgs + R"(, "max_tokens": )" + big + "}");
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must be between")))
+        << big;
+    EXPECT_EQ(ErrorParam(r.status()), "max_tokens") << big;
+  }
+  // reasoning_effort: the error lists exactly the accepted values, and each of them passes.
+  absl::StatusOr<ChatCompletionRequest> eff =
+      ParseChatCompletionRequest("{" + msgs + R"(, "reasoning_effort": "bogus"})");
+  EXPECT_THAT(eff, StatusIs(absl::StatusCode::kInvalidArgument,
+                            HasSubstr("'none', 'minimal', 'low', 'medium', 'high', 'xhigh', "
+                                      "'max' and 'ultra'")));
+  EXPECT_EQ(ErrorParam(eff.status()), "reasoning_effort");
+  for (const char* e : {"none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"}) {
+    ASSERT_OK(
+        ParseChatCompletionRequest("{" + msgs + R"(, "reasoning_effort": ")" + e + "\"}").status())
+        << e;
+  }
+  // Legacy completions: best_of with stream, or below n (OpenAI: 400).
+  for (const char* bad : {R"("best_of": 2, "n": 1, "stream": true)", R"("best_of": 1, "n": 2)"}) {
+    absl::StatusOr<CompletionRequest> r =
+        ParseCompletionRequest(std::string(R"({"model": "m", "prompt": "x", )") + bad + "}");
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+    EXPECT_EQ(ErrorParam(r.status()), "best_of") << bad;
+  }
+  ASSERT_OK(
+      ParseCompletionRequest(R"({"model": "m", "prompt": "x", "best_of": 2, "n": 2})").status());
+  absl::StatusOr<CompletionRequest> cso = ParseCompletionRequest(
+      R"({"model": "m", "prompt": "x", "stream_options": {"include_usage": true}})");
+  EXPECT_EQ(ErrorParam(cso.status()), "stream_options");
+}
+
 }  // namespace
 }  // namespace deepinfer::api

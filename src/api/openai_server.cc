@@ -46,6 +46,33 @@ void SendJson(http::ResponseWriter& w, int status, const OJson& j) {
   w.Send(status, "application/json", DumpJson(j));
 }
 
+// /v1/messages and everything below it speak Anthropic's error shape.
+bool IsMessagesRoute(const std::string& path) {
+  return path == "/v1/messages" || absl::StartsWith(AbslView(path), "/v1/messages/");
+}
+
+// The method a known route accepts (besides OPTIONS, and HEAD for GET), nullptr for an unknown
+// path.
+const char* RouteMethod(const std::string& p) {
+  if (p == "/health" || p == "/metrics" || p == "/v1/models" ||
+      absl::StartsWith(AbslView(p), "/v1/models/")) {
+    return "GET";
+  }
+  if (p == "/v1/chat/completions" || p == "/v1/completions" || p == "/tokenize" ||
+      p == "/detokenize" || p == "/v1/responses" || p == "/v1/messages" ||
+      p == "/v1/messages/count_tokens") {
+    return "POST";
+  }
+  return nullptr;
+}
+
+// What an in-flight request gets when the server's drain deadline passes (a server-side
+// condition: Unavailable -> 503 / Anthropic 529 overloaded_error).
+absl::Status ServerClosingError() {
+  return absl::UnavailableError(
+      "The server is shutting down; the request was cut off before it finished. Retry later.");
+}
+
 void SendError(http::ResponseWriter& w, const absl::Status& status) {
   const int http_status = ErrorInfoFor(status.code()).http_status;
   // Rejected requests get their log line here (generation requests log in Impl::Finish).
@@ -69,6 +96,7 @@ class RecordingWriter : public http::ResponseWriter {
   bool WriteChunk(std::string_view data) override { return inner_.WriteChunk(data); }
   void EndStream() override { inner_.EndStream(); }
   bool ClientClosed() override { return inner_.ClientClosed(); }
+  bool ServerClosing() override { return inner_.ServerClosing(); }
   int status() const { return status_; }
   // Overrides the recorded status (e.g. 499 when the client left mid-stream).
   void set_status(int status) { status_ = status; }
@@ -181,7 +209,9 @@ struct ApiServer::Impl {
   void HandleModels(const http::HttpRequest& req, RecordingWriter& w);
   void HandleMetrics(RecordingWriter& w);
 
-  absl::Status CheckAuth(const http::HttpRequest& req) const;
+  // Errors: Unauthenticated (code invalid_api_key); the message of a missing key names the
+  // header the route's clients use (`anthropic`: x-api-key).
+  absl::Status CheckAuth(const http::HttpRequest& req, bool anthropic) const;
   absl::Status CheckModel(const std::string& model) const;
   std::string ModelName(const std::string& requested) const {
     return s->options_.served_model_name.empty() ? requested : s->options_.served_model_name;
@@ -250,8 +280,17 @@ ApiServer::ApiServer(engine::Engine* engine, const Tokenizer* tokenizer, ApiServ
 ApiServer::~ApiServer() = default;
 
 std::pair<std::string, std::string> ApiServer::TransportErrorBody(int status,
-                                                                  const std::string& message) {
-  std::string code = status == 413 ? "request_too_large" : "";
+                                                                  const std::string& message,
+                                                                  const std::string& path) {
+  if (IsMessagesRoute(path)) {
+    // Anthropic's error types (docs.anthropic.com "Errors").
+    const char* type = status == 413   ? "request_too_large"
+                       : status == 503 ? "overloaded_error"
+                       : status >= 500 ? "api_error"
+                                       : "invalid_request_error";
+    return {"application/json", AnthropicErrorJson(type, message)};
+  }
+  std::string code = status == 413 ? "request_too_large" : status == 408 ? "request_timeout" : "";
   return {"application/json", OpenAiErrorJson(status, message, code)};
 }
 
@@ -276,16 +315,38 @@ void ApiServer::Handle(const http::HttpRequest& request, http::ResponseWriter& w
 
 void ApiServer::Impl::Route(const http::HttpRequest& req, RecordingWriter& w) {
   const std::string& p = req.path;
-  auto method_is = [&](const char* m) {
-    if (req.method == m) return true;
-    SendError(
-        w, WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
-                             "Method ", req.method, " is not allowed for ", p, " (use ", m, ")")),
-                         "method_not_allowed"));
-    return false;
+  const bool anthropic = IsMessagesRoute(p);
+  auto reject = [&](int http_status, const absl::Status& st,
+                    const std::map<std::string, std::string>& headers) {
+    LOG(INFO) << "request rejected: status=" << http_status << " " << st.message();
+    w.Send(http_status, "application/json",
+           anthropic ? AnthropicErrorJson(st) : OpenAiErrorJson(st), headers);
   };
+  const char* method = RouteMethod(p);
+  if (method == nullptr) {
+    const absl::Status st =
+        absl::NotFoundError(absl::StrCat("Invalid URL (", req.method, " ", p, ")"));
+    reject(404, st, {});
+    return;
+  }
+  // RFC 9110 §9.3.7 / §15.5.6: OPTIONS and 405 name the allowed methods.
+  const bool get_route = std::string_view(method) == "GET";
+  const std::map<std::string, std::string> allow = {
+      {"Allow", get_route ? "GET, HEAD, OPTIONS" : "POST, OPTIONS"}};
+  if (req.method == "OPTIONS") {
+    w.Send(204, "", "", allow);
+    return;
+  }
+  if (req.method != method && !(get_route && req.method == "HEAD")) {
+    reject(405,
+           WithErrorCode(absl::InvalidArgumentError(
+                             absl::StrCat("Method ", req.method, " is not allowed for ", p,
+                                          " (allowed: ", allow.begin()->second, ")")),
+                         "method_not_allowed"),
+           allow);
+    return;
+  }
   if (p == "/health") {
-    if (!method_is("GET")) return;
     if (s->shutting_down_) {
       SendError(w, absl::UnavailableError("the server is shutting down"));
     } else {
@@ -294,60 +355,61 @@ void ApiServer::Impl::Route(const http::HttpRequest& req, RecordingWriter& w) {
     return;
   }
   if (p == "/metrics") {
-    if (method_is("GET")) HandleMetrics(w);
+    HandleMetrics(w);
     return;
   }
-  bool api_route = p == "/v1/chat/completions" || p == "/v1/completions" || p == "/v1/models" ||
-                   absl::StartsWith(AbslView(p), "/v1/models/") || p == "/tokenize" ||
-                   p == "/detokenize" || p == "/v1/responses" || p == "/v1/messages" ||
-                   p == "/v1/messages/count_tokens";
-  if (!api_route) {
-    SendError(w, absl::NotFoundError(absl::StrCat("Invalid URL (", req.method, " ", p, ")")));
-    return;
-  }
-  if (absl::Status auth = CheckAuth(req); !auth.ok()) {
-    if (absl::StartsWith(AbslView(p), "/v1/messages")) {
-      w.Send(AnthropicErrorInfoFor(auth.code()).http_status, "application/json",
-             AnthropicErrorJson(auth), {});
-      return;
-    }
-    SendError(w, auth);
+  if (absl::Status auth = CheckAuth(req, anthropic); !auth.ok()) {
+    reject(anthropic ? AnthropicErrorInfoFor(auth.code()).http_status
+                     : ErrorInfoFor(auth.code()).http_status,
+           auth, {});
     return;
   }
   if (p == "/v1/chat/completions") {
-    if (method_is("POST")) HandleChat(req, w);
+    HandleChat(req, w);
   } else if (p == "/v1/responses") {
-    if (method_is("POST")) HandleCodec(req, w, CodecApi::kResponses);
+    HandleCodec(req, w, CodecApi::kResponses);
   } else if (p == "/v1/messages") {
-    if (method_is("POST")) HandleCodec(req, w, CodecApi::kMessages);
+    HandleCodec(req, w, CodecApi::kMessages);
   } else if (p == "/v1/messages/count_tokens") {
-    if (method_is("POST")) HandleCodec(req, w, CodecApi::kCountTokens);
+    HandleCodec(req, w, CodecApi::kCountTokens);
   } else if (p == "/v1/completions") {
-    if (method_is("POST")) HandleCompletion(req, w);
+    HandleCompletion(req, w);
   } else if (p == "/tokenize") {
-    if (method_is("POST")) HandleTokenize(req, w);
+    HandleTokenize(req, w);
   } else if (p == "/detokenize") {
-    if (method_is("POST")) HandleDetokenize(req, w);
+    HandleDetokenize(req, w);
   } else {
-    if (method_is("GET")) HandleModels(req, w);
+    HandleModels(req, w);
   }
 }
 
-absl::Status ApiServer::Impl::CheckAuth(const http::HttpRequest& req) const {
+absl::Status ApiServer::Impl::CheckAuth(const http::HttpRequest& req, bool anthropic) const {
   const std::string& key = s->options_.api_key;
   if (key.empty()) return absl::OkStatus();
-  std::string auth = req.Header("authorization");
-  // Anthropic clients send the key as `x-api-key`.
-  if (auth.empty() && !req.Header("x-api-key").empty()) auth = "Bearer " + req.Header("x-api-key");
-  if (auth.empty()) {
-    return WithErrorCode(
-        absl::UnauthenticatedError("You didn't provide an API key. You need to provide your API "
-                                   "key in an Authorization header using Bearer auth (i.e. "
-                                   "Authorization: Bearer YOUR_KEY)."),
-        "invalid_api_key");
+  std::string given;
+  const std::string auth = req.Header("authorization");
+  if (!auth.empty()) {
+    // RFC 9110 §11.1: the auth scheme is case-insensitive; one or more spaces follow it.
+    const size_t space = auth.find(' ');
+    if (space != std::string::npos &&
+        absl::EqualsIgnoreCase(absl::string_view(auth.data(), space), "bearer")) {
+      const size_t start = auth.find_first_not_of(' ', space);
+      if (start != std::string::npos) given = auth.substr(start);
+    }
+  } else {
+    // Anthropic clients send the key as `x-api-key`.
+    given = req.Header("x-api-key");
+    if (given.empty()) {
+      return WithErrorCode(
+          absl::UnauthenticatedError(
+              anthropic ? "You didn't provide an API key. Send it in the x-api-key header "
+                          "(x-api-key: YOUR_KEY) or as Authorization: Bearer YOUR_KEY."
+                        : "You didn't provide an API key. You need to provide your API key in an "
+                          "Authorization header using Bearer auth (i.e. Authorization: Bearer "
+                          "YOUR_KEY)."),
+          "invalid_api_key");
+    }
   }
-  const std::string prefix = "Bearer ";
-  std::string given = absl::StartsWith(AbslView(auth), prefix) ? auth.substr(prefix.size()) : "";
   // Compare every byte so the time does not depend on where the first difference is.
   bool equal = given.size() == key.size();
   unsigned char diff = 0;
@@ -794,6 +856,17 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   PumpEnd end = Pump(**stream, w, on_output, all_done);
   record.prompt_tokens = static_cast<int64_t>(prompt_len);
 
+  if (end == PumpEnd::kClientGone && w.ServerClosing()) {
+    if (stream_mode) {
+      write(OJson::parse(OpenAiErrorJson(ServerClosingError())));
+      w.WriteChunk(kSseDone);
+      w.EndStream();
+      w.set_status(ErrorInfoFor(ServerClosingError().code()).http_status);
+    } else {
+      SendError(w, ServerClosingError());
+    }
+    return Finish(record, w.status());
+  }
   if (end == PumpEnd::kClientGone) {
     w.set_status(499);
     return Finish(record, 499);
@@ -1028,6 +1101,17 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
   };
   PumpEnd end = Pump(**stream, w, on_output, all_done);
   record.prompt_tokens = static_cast<int64_t>(prompt_ids.size());
+  if (end == PumpEnd::kClientGone && w.ServerClosing()) {
+    if (stream_mode) {
+      w.WriteChunk(SseEvent(OJson::parse(OpenAiErrorJson(ServerClosingError()))));
+      w.WriteChunk(kSseDone);
+      w.EndStream();
+      w.set_status(ErrorInfoFor(ServerClosingError().code()).http_status);
+    } else {
+      SendError(w, ServerClosingError());
+    }
+    return Finish(record, w.status());
+  }
   if (end == PumpEnd::kClientGone) {
     w.set_status(499);
     return Finish(record, 499);
@@ -1275,9 +1359,13 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   } else {
     renc.emplace(ResponseMeta{id, UnixSeconds(), model, &*rreq});
   }
+  int64_t next_sequence = 0;  // Responses: sequence_number of the next event
   auto write_all = [&](const std::vector<OJson>& events) {
     if (!stream_mode) return true;
     for (const OJson& e : events) {
+      if (auto seq = e.find("sequence_number"); seq != e.end() && seq->is_number_integer()) {
+        next_sequence = seq->get<int64_t>() + 1;
+      }
       if (!w.WriteChunk(codec_util::NamedSseEvent(e))) return false;
     }
     return true;
@@ -1332,6 +1420,28 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   };
   PumpEnd end = Pump(**stream, w, on_output, [&] { return done; });
   record.prompt_tokens = static_cast<int64_t>(prompt_len);
+  if (end == PumpEnd::kClientGone && w.ServerClosing()) {
+    const absl::Status st = ServerClosingError();
+    if (!stream_mode) {
+      fail(st);
+    } else if (anthropic) {
+      // Anthropic streams report mid-stream failures as an `error` event (overloaded_error).
+      w.WriteChunk(absl::StrCat("event: error\ndata: ", AnthropicErrorJson(st), "\n\n"));
+      w.EndStream();
+      w.set_status(AnthropicErrorInfoFor(st.code()).http_status);
+    } else {
+      // Responses streaming: the terminal `response.failed` event with the response so far.
+      OJson response = renc->Response();
+      response["status"] = "failed";
+      response["error"] = OJson{{"code", "server_error"}, {"message", std::string(st.message())}};
+      w.WriteChunk(codec_util::NamedSseEvent(OJson{{"type", "response.failed"},
+                                                   {"sequence_number", next_sequence},
+                                                   {"response", std::move(response)}}));
+      w.EndStream();
+      w.set_status(ErrorInfoFor(st.code()).http_status);
+    }
+    return Finish(record, w.status());
+  }
   if (end == PumpEnd::kClientGone) {
     w.set_status(499);
     return Finish(record, 499);

@@ -10,6 +10,16 @@
 //   POST /tokenize, /detokenize (vLLM shapes)
 //   GET  /health                200 {"status":"ok"}; 503 while shutting down
 //   GET  /metrics               Prometheus text (http/metrics.h)
+//   POST /v1/responses, /v1/messages, /v1/messages/count_tokens (api/*_codec.h)
+// GET routes also answer HEAD (headers only); every route answers OPTIONS with 204 and `Allow`,
+// and any other method with 405 and `Allow` (RFC 9110 §15.5.6). Errors on /v1/messages* use
+// Anthropic's shape {"type":"error","error":{"type","message"}}, all others OpenAI's.
+//
+// Shutdown: when the HTTP server's drain deadline passes (ResponseWriter::ServerClosing()), an
+// in-flight stream ends with its API family's terminal error (Chat / Completions: a `data:
+// {"error":{...}}` chunk and `data: [DONE]`; Messages: `event: error` with overloaded_error;
+// Responses: `response.failed`), a non-streaming request gets the family's 503 / 529 error, and
+// the request is logged with that server-side status (not 499, which means the client left).
 //
 // Threading: Handle() runs on HTTP worker threads (one per connection) and does all JSON,
 // templating, tokenization and detokenization there; it talks to the engine only through
@@ -38,7 +48,8 @@ namespace deepinfer::api {
 struct ApiServerOptions {
   // The model id clients must send ("" = any name is accepted) and /v1/models lists.
   std::string served_model_name = "deepinfer";
-  // When non-empty, /v1/*, /tokenize and /detokenize need "Authorization: Bearer <api_key>".
+  // When non-empty, /v1/*, /tokenize and /detokenize need "Authorization: Bearer <api_key>"
+  // (scheme case-insensitive, RFC 9110 §11.1) or "x-api-key: <api_key>" (Anthropic clients).
   std::string api_key;
   // Poll interval (ms) for client-disconnect checks while waiting for tokens.
   int poll_interval_ms = 20;
@@ -57,9 +68,12 @@ class ApiServer {
   // The http::Handler.
   void Handle(const http::HttpRequest& request, http::ResponseWriter& writer);
 
-  // Body for transport-level errors (413, malformed HTTP, ...), in OpenAI's error shape.
+  // Body for transport-level errors (408, 413, malformed HTTP, ...): Anthropic's error shape
+  // when `path` is a /v1/messages route, OpenAI's otherwise ("" = the path is unknown).
+  // Matches http::ErrorBodyFn.
   static std::pair<std::string, std::string> TransportErrorBody(int status,
-                                                                const std::string& message);
+                                                                const std::string& message,
+                                                                const std::string& path = "");
 
   // /health answers 503 from now on (set when graceful shutdown begins).
   void SetShuttingDown() { shutting_down_ = true; }

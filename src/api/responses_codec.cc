@@ -196,6 +196,7 @@ absl::Status ParseTools(const Json& obj, ResponsesRequest* req) {
       const Json* name = Field(t, "name");
       if (!name || !name->is_string()) return WrongType(path + ".name", "a string");
       def.name = name->get<std::string>();
+      RETURN_IF_ERROR(codec_util::CheckOpenAiName(def.name, path + ".name"));
       if (const Json* d = Field(t, "description")) {
         if (!d->is_string()) return WrongType(path + ".description", "a string");
         def.description = d->get<std::string>();
@@ -305,6 +306,10 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
     if (!r->is_object()) return WrongType("reasoning", "an object");
     std::optional<std::string> effort;
     RETURN_IF_ERROR(codec_util::ReadString(*r, "effort", "reasoning.effort", &effort));
+    if (effort) {
+      RETURN_IF_ERROR(
+          codec_util::CheckReasoningEffort(*effort, "reasoning.effort", /*allow_none=*/true));
+    }
     if (effort && *effort == "none") {
       req.thinking = false;
     } else if (effort) {
@@ -318,6 +323,13 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
   b.reset();
   RETURN_IF_ERROR(codec_util::ReadBool(obj, "stream", "stream", &b));
   req.sampling.stream = b.value_or(false);
+  // Nothing is stored (the body reports `store: false` whatever was asked; docs/protocol.md) and
+  // every response is produced synchronously, so background mode cannot be honoured.
+  b.reset();
+  RETURN_IF_ERROR(codec_util::ReadBool(obj, "store", "store", &b));
+  b.reset();
+  RETURN_IF_ERROR(codec_util::ReadBool(obj, "background", "background", &b));
+  if (b.value_or(false)) return Bad("background", "background mode is not supported");
   RETURN_IF_ERROR(
       codec_util::ReadNumber(obj, "temperature", "temperature", 0, 2, &req.sampling.temperature));
   RETURN_IF_ERROR(codec_util::ReadNumber(obj, "top_p", "top_p", 0, 1, &req.sampling.top_p));

@@ -281,5 +281,44 @@ TEST(ResponsesRequestTest, OtherErrors) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("web_search")));
 }
 
+// Nothing is stored and nothing runs in the background (docs/protocol.md): store:true is accepted
+// (the SDKs send it) and the body says what happened, store:false; background:true is a 400.
+TEST(ResponsesRequestTest, StoreAndBackground) {
+  ASSERT_OK_AND_ASSIGN(ResponsesRequest req,
+                       ParseResponsesRequest(R"({"input":"x","store":true})"));
+  ResponsesEncoder enc(ResponseMeta{"resp_s", 1, "m", &req});
+  enc.Start();
+  enc.Complete(Usage{1, 1, 0, 0});
+  EXPECT_EQ(enc.Response()["store"], false);
+  absl::StatusOr<ResponsesRequest> bg = ParseResponsesRequest(R"({"input":"x","background":true})");
+  EXPECT_THAT(bg.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("background mode is not supported")));
+  EXPECT_EQ(ErrorParam(bg.status()), "background");
+  ASSERT_OK(ParseResponsesRequest(R"({"input":"x","background":false})").status());
+  EXPECT_EQ(ErrorParam(ParseResponsesRequest(R"({"input":"x","store":"yes"})").status()), "store");
+}
+
+TEST(ResponsesRequestTest, ReasoningEffortListsAcceptedValues) {
+  absl::StatusOr<ResponsesRequest> r =
+      ParseResponsesRequest(R"({"input":"x","reasoning":{"effort":"bogus"}})");
+  EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("'none', 'minimal', 'low', 'medium', 'high', "
+                                             "'xhigh', 'max' and 'ultra'")));
+  EXPECT_EQ(ErrorParam(r.status()), "reasoning.effort");
+  for (const char* e : {"none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"}) {
+    ASSERT_OK(
+        ParseResponsesRequest(std::string(R"({"input":"x","reasoning":{"effort":")") + e + "\"}}")
+            .status())
+        << e;
+  }
+}
+
+TEST(ResponsesRequestTest, ToolNamesFollowOpenAi) {
+  absl::StatusOr<ResponsesRequest> r = ParseResponsesRequest(
+      R"({"input":"x","tools":[{"type":"function","name":"a.b","parameters":{}}]})");
+  EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(ErrorParam(r.status()), "tools[0].name");
+}
+
 }  // namespace
 }  // namespace deepinfer::api

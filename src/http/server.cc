@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -67,11 +68,20 @@ class TimedStream {
     return n;
   }
   void set_read_timeout_ms(int ms) { read_timeout_ms_ = ms; }
+  // Reads also fail with timed_out once MonotonicNanos() passes `ns` (0 = no deadline), so a
+  // client trickling bytes cannot stretch the per-read timeout indefinitely.
+  void set_read_deadline_ns(int64_t ns) { read_deadline_ns_ = ns; }
+  // Waits until the socket is readable (data, EOF or error) within the read timeout.
+  bool WaitReadable(error_code& ec) { return Wait(POLLIN, read_timeout_ms_, ec); }
 
  private:
   bool Wait(short events, int timeout_ms, error_code& ec) {
     pollfd p{socket_.native_handle(), events, 0};
     for (;;) {
+      if (events == POLLIN && read_deadline_ns_ > 0) {
+        const int64_t left_ms = (read_deadline_ns_ - MonotonicNanos()) / 1000000;
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(left_ms, 0, timeout_ms));
+      }
       int r = ::poll(&p, 1, timeout_ms);
       if (r > 0) return true;  // ready, or HUP/ERR: the read/write reports it
       if (r == 0) {
@@ -88,6 +98,7 @@ class TimedStream {
   tcp::socket& socket_;
   int read_timeout_ms_;
   int write_timeout_ms_;
+  int64_t read_deadline_ns_ = 0;
 };
 
 // Connection errors that just mean "the peer went away": no log line.
@@ -111,6 +122,7 @@ struct Connection {
   tcp::socket socket;
   std::atomic<bool> busy{false};          // a request is being handled
   std::atomic<bool> force_closed{false};  // the server shut the socket down
+  std::atomic<bool> closing{false};       // drain deadline passed: handler should end now
   std::string remote;
 
   // Shuts the socket down so blocked reads/writes return; the worker closes it.
@@ -143,10 +155,13 @@ class HttpServer::Impl {
   void OnAccept(tcp::socket socket);
   void Serve(std::shared_ptr<Connection> conn);
   void ServeRequests(Connection& conn);
-  // Writes a small error response and (for request-level errors) closes after draining.
-  void WriteError(TimedStream& stream, int status, const std::string& message);
-  std::pair<std::string, std::string> ErrorBody(int status, const std::string& message) const {
-    if (config_.error_body) return config_.error_body(status, message);
+  // Writes a small error response with `Connection: close`; `path` ("" = unknown) picks the
+  // error shape.
+  void WriteError(TimedStream& stream, int status, const std::string& message,
+                  const std::string& path = "");
+  std::pair<std::string, std::string> ErrorBody(int status, const std::string& message,
+                                                const std::string& path = "") const {
+    if (config_.error_body) return config_.error_body(status, message, path);
     return {"text/plain; charset=utf-8", message + "\n"};
   }
 
@@ -167,8 +182,14 @@ namespace {
 // ResponseWriter over one connection for one request.
 class WriterImpl : public ResponseWriter {
  public:
-  WriterImpl(Connection& conn, TimedStream& stream, bool keep_alive, std::atomic<bool>* stopping)
-      : conn_(conn), stream_(stream), keep_alive_(keep_alive), stopping_(stopping) {}
+  WriterImpl(Connection& conn, TimedStream& stream, bool keep_alive, bool head, bool http10,
+             std::atomic<bool>* stopping)
+      : conn_(conn),
+        stream_(stream),
+        keep_alive_(keep_alive),
+        head_(head),
+        http10_(http10),
+        stopping_(stopping) {}
 
   void Send(int status, std::string_view content_type, std::string body,
             const std::map<std::string, std::string>& extra_headers) override {
@@ -178,13 +199,22 @@ class WriterImpl : public ResponseWriter {
     res.version(11);
     res.result(static_cast<unsigned>(status));
     res.set(bhttp::field::server, "deepinfer");
-    res.set(bhttp::field::content_type, std::string(content_type));
+    if (!content_type.empty()) res.set(bhttp::field::content_type, std::string(content_type));
     for (const auto& [k, v] : extra_headers) res.set(k, v);
     res.keep_alive(KeepAlive());
+    // An HTTP/1.0 client keeps the connection only when told so explicitly.
+    if (http10_ && KeepAlive()) res.set(bhttp::field::connection, "keep-alive");
     res.body() = std::move(body);
     res.prepare_payload();
+    // RFC 9110 §8.6: no Content-Length in a 204 (or 304) response.
+    if (status == 204 || status == 304) res.erase(bhttp::field::content_length);
     error_code ec;
-    bhttp::write(stream_, res, ec);
+    if (head_) {
+      bhttp::response_serializer<bhttp::string_body> sr(res);
+      bhttp::write_header(stream_, sr, ec);
+    } else {
+      bhttp::write(stream_, res, ec);
+    }
     if (ec) failed_ = true;
   }
 
@@ -192,18 +222,20 @@ class WriterImpl : public ResponseWriter {
     if (responded_) return !failed_;
     responded_ = true;
     streaming_ = true;
-    std::string head = absl::StrCat("HTTP/1.1 ", status, " ", ReasonPhrase(status),
-                                    "\r\nServer: deepinfer\r\nContent-Type: ",
-                                    absl::string_view(content_type.data(), content_type.size()),
-                                    "\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
-                                    "Transfer-Encoding: chunked\r\nConnection: ",
-                                    KeepAlive() ? "keep-alive" : "close", "\r\n\r\n");
+    // HTTP/1.0 has no chunked encoding: the body ends when the connection closes.
+    std::string head = absl::StrCat(
+        "HTTP/1.1 ", status, " ", ReasonPhrase(status), "\r\nServer: deepinfer\r\nContent-Type: ",
+        absl::string_view(content_type.data(), content_type.size()),
+        "\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n",
+        http10_ ? "" : "Transfer-Encoding: chunked\r\n",
+        "Connection: ", KeepAlive() && !http10_ ? "keep-alive" : "close", "\r\n\r\n");
     return WriteRaw(head);
   }
 
   bool WriteChunk(std::string_view data) override {
     if (failed_) return false;
-    if (data.empty()) return true;
+    if (data.empty() || head_) return true;
+    if (http10_) return WriteRaw(data);
     char size[32];
     int n = std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
     std::string chunk;
@@ -217,11 +249,13 @@ class WriterImpl : public ResponseWriter {
   void EndStream() override {
     if (ended_ || !streaming_) return;
     ended_ = true;
-    WriteRaw("0\r\n\r\n");
+    if (!http10_ && !head_) WriteRaw("0\r\n\r\n");
   }
 
+  bool ServerClosing() override { return conn_.closing && !conn_.force_closed; }
+
   bool ClientClosed() override {
-    if (failed_ || conn_.force_closed) return true;
+    if (failed_ || conn_.force_closed || conn_.closing) return true;
     int fd = conn_.socket.native_handle();
     pollfd p{fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
     if (::poll(&p, 1, 0) <= 0) return false;
@@ -237,7 +271,7 @@ class WriterImpl : public ResponseWriter {
 
   bool responded() const { return responded_; }
   // The connection can carry another request.
-  bool reusable() const { return !failed_ && KeepAlive() && (!streaming_ || ended_); }
+  bool reusable() const { return !failed_ && KeepAlive() && (!streaming_ || (ended_ && !http10_)); }
 
  private:
   bool KeepAlive() const { return keep_alive_ && !stopping_->load(); }
@@ -252,6 +286,8 @@ class WriterImpl : public ResponseWriter {
   Connection& conn_;
   TimedStream& stream_;
   bool keep_alive_;
+  bool head_;    // HEAD request: headers only
+  bool http10_;  // HTTP/1.0 request: no chunked encoding
   std::atomic<bool>* stopping_;
   bool responded_ = false;
   bool streaming_ = false;
@@ -327,8 +363,9 @@ void HttpServer::Impl::Serve(std::shared_ptr<Connection> conn) {
   cv_.notify_all();
 }
 
-void HttpServer::Impl::WriteError(TimedStream& stream, int status, const std::string& message) {
-  auto [content_type, body] = ErrorBody(status, message);
+void HttpServer::Impl::WriteError(TimedStream& stream, int status, const std::string& message,
+                                  const std::string& path) {
+  auto [content_type, body] = ErrorBody(status, message, path);
   bhttp::response<bhttp::string_body> res;
   res.version(11);
   res.result(static_cast<unsigned>(status));
@@ -342,8 +379,10 @@ void HttpServer::Impl::WriteError(TimedStream& stream, int status, const std::st
 }
 
 void HttpServer::Impl::ServeRequests(Connection& conn) {
-  TimedStream stream(conn.socket, config_.idle_timeout_s * 1000, config_.write_timeout_s * 1000);
+  const int request_timeout_ms = config_.request_timeout_s * 1000;
+  TimedStream stream(conn.socket, request_timeout_ms, config_.write_timeout_s * 1000);
   beast::flat_buffer buffer;
+  bool first = true;
   for (;;) {
     if (stopping_->load()) return;
     conn.busy = false;
@@ -351,9 +390,24 @@ void HttpServer::Impl::ServeRequests(Connection& conn) {
     parser.header_limit(static_cast<uint32_t>(config_.max_header_bytes));
     parser.body_limit(static_cast<uint64_t>(config_.max_body_bytes));
     error_code ec;
-    stream.set_read_timeout_ms(config_.idle_timeout_s * 1000);
+    // Wait for the request's first byte: a new connection gets the request timeout (a client
+    // that never sends anything must not hold a connection slot), a kept-alive one the idle
+    // timeout. Either way it is closed silently: no request was started.
+    if (buffer.size() == 0) {
+      stream.set_read_timeout_ms(first ? request_timeout_ms : config_.idle_timeout_s * 1000);
+      if (!stream.WaitReadable(ec)) return;
+    }
+    first = false;
+    // The whole header block must then arrive within the request timeout.
+    stream.set_read_timeout_ms(request_timeout_ms);
+    stream.set_read_deadline_ns(MonotonicNanos() + int64_t{request_timeout_ms} * 1000000);
     bhttp::read_header(stream, buffer, parser, ec);
+    stream.set_read_deadline_ns(0);
     if (ec) {
+      if (ec == asio::error::timed_out && !conn.force_closed) {
+        WriteError(stream, 408, "timed out waiting for the request header");
+        return;
+      }
       if (IsDisconnect(ec) || conn.force_closed) return;
       if (ec == bhttp::error::body_limit) {
         WriteError(stream, 413,
@@ -368,7 +422,13 @@ void HttpServer::Impl::ServeRequests(Connection& conn) {
     }
     conn.busy = true;
     // A request that started arriving is in flight: it finishes even if shutdown begins now.
-    stream.set_read_timeout_ms(config_.write_timeout_s * 1000);
+    // Its body may stall for at most the request timeout between reads.
+    stream.set_read_timeout_ms(request_timeout_ms);
+    const std::string path = [&] {
+      auto target = parser.get().target();
+      std::string t(target.data(), target.size());
+      return t.substr(0, t.find('?'));
+    }();
     {
       auto& h = parser.get();
       auto expect = h[bhttp::field::expect];
@@ -380,10 +440,16 @@ void HttpServer::Impl::ServeRequests(Connection& conn) {
     }
     if (!parser.is_done()) bhttp::read(stream, buffer, parser, ec);
     if (ec) {
-      if (ec == bhttp::error::body_limit) {
+      if (ec == asio::error::timed_out && !conn.force_closed) {
+        WriteError(stream, 408,
+                   absl::StrCat("timed out reading the request body (no data for ",
+                                config_.request_timeout_s, " s)"),
+                   path);
+      } else if (ec == bhttp::error::body_limit) {
         WriteError(stream, 413,
                    absl::StrCat("request body is larger than the limit of ", config_.max_body_bytes,
-                                " bytes"));
+                                " bytes"),
+                   path);
         // Drain what the client is still sending (bounded) so closing does not reset the
         // connection before it reads the 413.
         ::shutdown(conn.socket.native_handle(), SHUT_WR);
@@ -398,12 +464,14 @@ void HttpServer::Impl::ServeRequests(Connection& conn) {
           drained += static_cast<int64_t>(n);
         }
       } else if (!IsDisconnect(ec) && !conn.force_closed) {
-        WriteError(stream, 400, absl::StrCat("malformed HTTP request: ", ec.message()));
+        WriteError(stream, 400, absl::StrCat("malformed HTTP request: ", ec.message()), path);
       }
       return;
     }
 
     bhttp::request<bhttp::string_body> msg = parser.release();
+    const bool head = msg.method() == bhttp::verb::head;
+    const bool http10 = msg.version() < 11;
     HttpRequest req;
     req.method = std::string(msg.method_string());
     req.target = std::string(msg.target());
@@ -417,11 +485,12 @@ void HttpServer::Impl::ServeRequests(Connection& conn) {
     }
     req.body = std::move(msg.body());
     req.remote = conn.remote;
+    req.version = static_cast<int>(msg.version());
 
-    WriterImpl writer(conn, stream, msg.keep_alive(), stopping_);
+    WriterImpl writer(conn, stream, msg.keep_alive(), head, http10, stopping_);
     handler_(req, writer);
     if (!writer.responded()) {
-      auto [content_type, body] = ErrorBody(500, "the handler produced no response");
+      auto [content_type, body] = ErrorBody(500, "the handler produced no response", req.path);
       writer.Send(500, content_type, body, {});
     }
     if (!writer.reusable()) return;
@@ -455,8 +524,30 @@ void HttpServer::Impl::Shutdown(int64_t deadline_ms) {
     }
   }
   if (!conns_.empty()) {
-    LOG(WARNING) << "shutdown deadline passed: closing " << conns_.size() << " connection(s)";
-    for (const auto& c : conns_) c->ForceClose();
+    // Let the handlers end their responses properly (a terminal error event, the end of the
+    // chunked body) instead of cutting the socket mid-chunk; force-close whatever remains after
+    // a short grace period (e.g. a handler blocked writing to a client that stopped reading).
+    LOG(WARNING) << "shutdown deadline passed: ending " << conns_.size()
+                 << " in-flight response(s)";
+    for (const auto& c : conns_) {
+      if (c->busy) {
+        c->closing = true;
+      } else {
+        c->ForceClose();
+      }
+    }
+    constexpr int64_t kClosingGraceMs = 2000;
+    const int64_t grace_end = MonotonicNanos() + kClosingGraceMs * 1000000;
+    while (!conns_.empty() && MonotonicNanos() < grace_end) {
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      for (const auto& c : conns_) {
+        if (!c->busy) c->ForceClose();
+      }
+    }
+    if (!conns_.empty()) {
+      LOG(WARNING) << "closing " << conns_.size() << " connection(s) that did not finish";
+      for (const auto& c : conns_) c->ForceClose();
+    }
   }
   cv_.wait(lock, [this] { return conns_.empty(); });
 }

@@ -12,18 +12,27 @@
 //   * a request line / header block that does not parse -> 400, connection closed;
 //   * a body above `max_body_bytes` (by Content-Length or while reading chunked data) -> 413;
 //   * `Expect: 100-continue` is answered so curl does not stall on large bodies;
-//   * idle keep-alive connections are closed after `idle_timeout_s`.
+//   * a new connection must send its request line and headers within `request_timeout_s`, and
+//     a request body may not stall for longer than that: 408 (a connection that sent nothing is
+//     just closed), so silent connections cannot hold `max_connections` slots;
+//   * idle keep-alive connections are closed after `idle_timeout_s`;
+//   * HEAD is answered with the headers the handler's Send() produces, without the body
+//     (RFC 9110 §9.3.2).
 // Error bodies produced by the transport itself are built by `error_body` (set by api/ so they
-// use the OpenAI error shape), or plain text when unset.
+// use the error shape of the route's API family), or plain text when unset.
 //
 // Streaming (SSE): a handler calls ResponseWriter::BeginStream() and then WriteChunk() per event;
-// each chunk is written and flushed with HTTP chunked transfer encoding at once. WriteChunk()
-// returns false as soon as the peer is gone; ClientClosed() detects a closed connection without
-// writing (polling for EOF/RST), so a handler waiting for the first token can abort promptly.
+// each chunk is written and flushed with HTTP chunked transfer encoding at once (HTTP/1.0
+// clients, which do not know chunked encoding (RFC 9112 §6.1), get the raw body delimited by
+// closing the connection). WriteChunk() returns false as soon as the peer is gone;
+// ClientClosed() detects a closed connection without writing (polling for EOF/RST), so a
+// handler waiting for the first token can abort promptly.
 //
 // Shutdown(deadline): stops accepting, closes idle connections, lets in-flight requests finish
-// until the deadline, then shuts down the remaining sockets (their handlers see ClientClosed()
-// == true and WriteChunk() == false) and waits for every worker to exit.
+// until the deadline; then tells the remaining handlers the server is closing (ClientClosed() and
+// ServerClosing() turn true while writes still work) so they can end their responses with a
+// terminal error event, gives them a short grace period, shuts down the sockets still open
+// (WriteChunk() == false from then on) and waits for every worker to exit.
 #ifndef DEEPINFER_HTTP_SERVER_H_
 #define DEEPINFER_HTTP_SERVER_H_
 
@@ -50,6 +59,7 @@ struct HttpRequest {
   std::map<std::string, std::string> headers;
   std::string body;
   std::string remote;  // peer "ip:port", for logs
+  int version = 11;    // HTTP version as major*10+minor: 10 = HTTP/1.0, 11 = HTTP/1.1
 
   // Value of header `name` (lower-case) or "" when absent.
   std::string Header(const std::string& name) const;
@@ -62,12 +72,14 @@ class ResponseWriter {
  public:
   virtual ~ResponseWriter() = default;
 
-  // Sends a complete response with Content-Length. `extra_headers` are added verbatim.
+  // Sends a complete response with Content-Length. `extra_headers` are added verbatim; an empty
+  // `content_type` sends none (e.g. 204). For HEAD requests only the header block is written.
   virtual void Send(int status, std::string_view content_type, std::string body,
                     const std::map<std::string, std::string>& extra_headers = {}) = 0;
 
-  // Writes the status line and headers of a chunked response (e.g. text/event-stream).
-  // Returns false when the client is already gone.
+  // Writes the status line and headers of a chunked response (e.g. text/event-stream); for an
+  // HTTP/1.0 request, of a response without chunked encoding that ends when the connection
+  // closes. Returns false when the client is already gone.
   virtual bool BeginStream(int status, std::string_view content_type) = 0;
 
   // Writes one chunk (e.g. one SSE event) and flushes it. Returns false when the client is gone
@@ -80,13 +92,19 @@ class ResponseWriter {
   // True when the peer has closed (or reset) the connection, or the server is force-closing it.
   // Never blocks; cheap enough to call every few milliseconds.
   virtual bool ClientClosed() = 0;
+
+  // True once a shutdown's drain deadline has passed for this request: the handler should end
+  // its response now with a terminal event that says the server is closing (writes still work
+  // for a short grace period). ClientClosed() is true as well, so polling loops stop.
+  virtual bool ServerClosing() { return false; }
 };
 
 using Handler = std::function<void(const HttpRequest&, ResponseWriter&)>;
 
-// Builds the body of a transport-level error (status, message) -> (content type, body).
-using ErrorBodyFn =
-    std::function<std::pair<std::string, std::string>(int status, const std::string& message)>;
+// Builds the body of a transport-level error (status, message, request path or "" when the
+// request header was not read) -> (content type, body).
+using ErrorBodyFn = std::function<std::pair<std::string, std::string>(
+    int status, const std::string& message, const std::string& path)>;
 
 struct HttpServerConfig {
   std::string host = "127.0.0.1";
@@ -94,7 +112,10 @@ struct HttpServerConfig {
   int64_t max_body_bytes = 32 << 20;
   int64_t max_header_bytes = 64 << 10;
   int max_connections = 1024;
-  int idle_timeout_s = 75;   // keep-alive idle limit
+  int idle_timeout_s = 75;  // keep-alive idle limit
+  // Seconds a new connection gets to send its request line and headers (a kept-alive one: from
+  // the first byte of its next request), and the longest a request body may stall: then 408.
+  int request_timeout_s = 30;
   int write_timeout_s = 60;  // a client that stops reading is treated as gone after this
   ErrorBodyFn error_body;    // optional; plain text when unset
 };

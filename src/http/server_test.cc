@@ -20,6 +20,7 @@ namespace {
 
 using ::deepinfer::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // A raw TCP client: the expected bytes below come from RFC 9112 (HTTP/1.1 framing), not from
@@ -130,7 +131,7 @@ TEST(HttpServerTest, BodyOverLimitGets413) {
 
 TEST(HttpServerTest, MalformedRequestGets400AndCustomErrorBody) {
   HttpServerConfig config = TestConfig();
-  config.error_body = [](int status, const std::string& message) {
+  config.error_body = [](int status, const std::string& message, const std::string&) {
     return std::make_pair(std::string("application/json"),
                           "{\"status\":" + std::to_string(status) + "}");
   };
@@ -224,6 +225,134 @@ TEST(HttpServerTest, ShutdownLetsInFlightRequestFinishAndClosesIdleConnections) 
   // New connections are refused after shutdown.
   RawClient late(server->port());
   EXPECT_FALSE(late.connected());
+}
+
+TEST(HttpServerTest, HeadGetsHeadersWithoutBody) {
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       HttpServer::Start(TestConfig(), [](const HttpRequest&, ResponseWriter& w) {
+                         w.Send(200, "text/plain", "0123456789");
+                       }));
+  RawClient c(server->port());
+  c.Send("HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r = c.ReadUntil("\r\n\r\n");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
+  // RFC 9110 §9.3.2: the Content-Length a GET would get, and no body.
+  EXPECT_THAT(r, HasSubstr("Content-Length: 10\r\n"));
+  // The connection stays usable: the next response follows directly (no stray body bytes).
+  c.Send("GET /h HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(c.ReadUntil("0123456789"), StartsWith("HTTP/1.1 200 OK\r\n"));
+}
+
+TEST(HttpServerTest, Http10StreamIsNotChunkedAndEndsByClosing) {
+  ASSERT_OK_AND_ASSIGN(
+      auto server, HttpServer::Start(TestConfig(), [](const HttpRequest& req, ResponseWriter& w) {
+        EXPECT_EQ(req.version, 10);
+        ASSERT_TRUE(w.BeginStream(200, "text/event-stream"));
+        EXPECT_TRUE(w.WriteChunk("data: 1\n\n"));
+        EXPECT_TRUE(w.WriteChunk("data: [DONE]\n\n"));
+        w.EndStream();
+      }));
+  RawClient c(server->port());
+  c.Send("GET /s HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+  std::string head = c.ReadUntil("\r\n\r\n");
+  // RFC 9112 §6.1: no chunked encoding towards an HTTP/1.0 recipient; the body is delimited by
+  // closing the connection.
+  EXPECT_THAT(head, Not(HasSubstr("Transfer-Encoding")));
+  EXPECT_THAT(head, HasSubstr("Connection: close\r\n"));
+  EXPECT_EQ(c.ReadUntil("data: [DONE]\n\n"), "data: 1\n\ndata: [DONE]\n\n");
+  EXPECT_TRUE(c.WaitEof());
+}
+
+TEST(HttpServerTest, SilentConnectionIsClosedAfterRequestTimeout) {
+  HttpServerConfig config = TestConfig();
+  config.request_timeout_s = 1;
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       HttpServer::Start(config, [](const HttpRequest&, ResponseWriter& w) {
+                         w.Send(200, "text/plain", "x");
+                       }));
+  RawClient c(server->port());
+  ASSERT_TRUE(c.connected());
+  EXPECT_TRUE(c.WaitEof());  // within 5 s; nothing was sent, so nothing is answered
+  EXPECT_EQ(c.ReadUntil("HTTP"), "");
+  for (int i = 0; i < 100 && server->open_connections() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server->open_connections(), 0);
+}
+
+TEST(HttpServerTest, PartialHeaderAndShortBodyGet408InTheRoutesErrorShape) {
+  HttpServerConfig config = TestConfig();
+  config.request_timeout_s = 1;
+  config.error_body = [](int status, const std::string&, const std::string& path) {
+    return std::make_pair(std::string("application/json"),
+                          "{\"status\":" + std::to_string(status) + ",\"path\":\"" + path + "\"}");
+  };
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       HttpServer::Start(config, [](const HttpRequest&, ResponseWriter& w) {
+                         w.Send(200, "text/plain", "should not run");
+                       }));
+  RawClient body(server->port());
+  body.Send("POST /v1/x?q=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":1}");
+  std::string r = body.ReadUntil("}");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 408 "));
+  EXPECT_THAT(r, HasSubstr("Connection: close\r\n"));
+  EXPECT_THAT(r, HasSubstr("{\"status\":408,\"path\":\"/v1/x\"}"));
+  EXPECT_TRUE(body.WaitEof());
+
+  RawClient header(server->port());
+  header.Send("POST /v1/x HTTP/1.1\r\nHost: x\r\n");
+  EXPECT_THAT(header.ReadUntil("}"), StartsWith("HTTP/1.1 408 "));
+  EXPECT_TRUE(header.WaitEof());
+}
+
+TEST(HttpServerTest, KeepAliveAndLongResponsesOutliveTheRequestTimeout) {
+  HttpServerConfig config = TestConfig();
+  config.request_timeout_s = 1;
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       HttpServer::Start(config, [](const HttpRequest& req, ResponseWriter& w) {
+                         w.BeginStream(200, "text/event-stream");
+                         w.WriteChunk("data: a\n\n");
+                         if (req.path == "/slow") {
+                           std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+                         }
+                         w.WriteChunk("data: b\n\n");
+                         w.EndStream();
+                       }));
+  RawClient c(server->port());
+  c.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(c.ReadUntil("0\r\n\r\n"), HasSubstr("data: b\n\n"));
+  // Idle between requests for longer than the request timeout (the idle timeout is 75 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  c.Send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(c.ReadUntil("0\r\n\r\n"), StartsWith("HTTP/1.1 200 OK\r\n"));
+}
+
+TEST(HttpServerTest, ShutdownDeadlineLetsStreamsEndWithATerminalEvent) {
+  std::atomic<bool> started{false};
+  std::atomic<bool> saw_closing{false};
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       HttpServer::Start(TestConfig(), [&](const HttpRequest&, ResponseWriter& w) {
+                         w.BeginStream(200, "text/event-stream");
+                         w.WriteChunk("data: start\n\n");
+                         started = true;
+                         for (int i = 0; i < 1000 && !w.ClientClosed(); ++i) {
+                           std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                         }
+                         if (w.ServerClosing()) {
+                           saw_closing = true;
+                           EXPECT_TRUE(w.WriteChunk("data: closing\n\n"));
+                         }
+                         w.EndStream();
+                       }));
+  RawClient c(server->port());
+  c.Send("GET /s HTTP/1.1\r\nHost: x\r\n\r\n");
+  c.ReadUntil("data: start\n\n");
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  server->Shutdown(100);
+  EXPECT_TRUE(saw_closing);
+  // The terminal event and the last chunk (RFC 9112 §7.1) arrive before the connection closes.
+  EXPECT_THAT(c.ReadUntil("0\r\n\r\n"), HasSubstr("f\r\ndata: closing\n\n\r\n0\r\n\r\n"));
+  EXPECT_TRUE(c.WaitEof());
 }
 
 TEST(HttpServerTest, BadHostIsInvalidArgumentAndBusyPortIsUnavailable) {

@@ -14,6 +14,24 @@ const MESSAGES = [
   { role: 'user', content: 'Say hello.' },
 ];
 
+// Concatenates a chat stream's tool_call deltas per index, as the SDK's stream helpers do;
+// returns them with the last finish_reason.
+async function collectToolCallDeltas(stream) {
+  const calls = [];
+  let finish = null;
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    finish = c.finish_reason ?? finish;
+    for (const t of c.delta.tool_calls ?? []) {
+      calls[t.index] ??= { name: '', arguments: '' };
+      calls[t.index].name += t.function?.name ?? '';
+      calls[t.index].arguments += t.function?.arguments ?? '';
+    }
+  }
+  return { calls, finish };
+}
+
 describe('chat completions on the demo preset', { skip }, () => {
   let server;
   let client;
@@ -150,18 +168,7 @@ describe('chat completions on the demo preset', { skip }, () => {
     };
     const whole = await client.chat.completions.create(req);
     const stream = await client.chat.completions.create({ ...req, stream: true });
-    const calls = [];
-    let finish = null;
-    for await (const chunk of stream) {
-      const c = chunk.choices[0];
-      if (!c) continue;
-      finish = c.finish_reason ?? finish;
-      for (const t of c.delta.tool_calls ?? []) {
-        calls[t.index] ??= { name: '', arguments: '' };
-        calls[t.index].name += t.function?.name ?? '';
-        calls[t.index].arguments += t.function?.arguments ?? '';
-      }
-    }
+    const { calls, finish } = await collectToolCallDeltas(stream);
     assert.equal(whole.choices[0].finish_reason, 'tool_calls');
     assert.equal(finish, 'tool_calls');
     const expected = whole.choices[0].message.tool_calls.map((t) => ({ name: t.function.name,
@@ -187,18 +194,7 @@ describe('chat completions on the demo preset', { skip }, () => {
       const req = { ...base, max_tokens };
       const whole = await client.chat.completions.create(req);
       const stream = await client.chat.completions.create({ ...req, stream: true });
-      const calls = [];
-      let finish = null;
-      for await (const chunk of stream) {
-        const c = chunk.choices[0];
-        if (!c) continue;
-        finish = c.finish_reason ?? finish;
-        for (const t of c.delta.tool_calls ?? []) {
-          calls[t.index] ??= { name: '', arguments: '' };
-          calls[t.index].name += t.function?.name ?? '';
-          calls[t.index].arguments += t.function?.arguments ?? '';
-        }
-      }
+      const { calls, finish } = await collectToolCallDeltas(stream);
       const w = whole.choices[0];
       assert.equal(finish, w.finish_reason, `max_tokens ${max_tokens}`);
       const expected = (w.message.tool_calls ?? []).map((t) => ({ name: t.function.name,

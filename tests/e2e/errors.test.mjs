@@ -2,8 +2,9 @@
 // (shared/spec/protocol.md §3.4), and the server staying healthy afterwards.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import OpenAI from 'openai';
-import { STORIES, haveStories, postRaw, startServer } from './helpers.mjs';
+import { STORIES, demoModel, haveStories, postRaw, sleep, startServer } from './helpers.mjs';
 
 const skip = haveStories() ? false : 'shared/models/stories260K is absent';
 const KEY = 'sk-test-secret';
@@ -91,11 +92,77 @@ describe('errors', { skip }, () => {
     assert.equal(r.json.error.type, 'invalid_request_error');
   });
 
-  test('unknown route is 404, wrong method 400', async () => {
+  test('unknown route is 404; wrong method 405 with Allow (RFC 9110 §15.5.6); HEAD, OPTIONS', async () => {
     const r = await postRaw(`${server.baseURL}/nothing-here`, '{}', auth);
     assert.equal(r.status, 404);
     const g = await fetch(`${server.baseURL}/completions`, { headers: auth });
-    assert.equal(g.status, 400);
+    assert.equal(g.status, 405);
+    assert.equal(g.headers.get('allow'), 'POST, OPTIONS');
+    const gj = await g.json();
+    assert.equal(gj.error.type, 'invalid_request_error');
+    assert.equal(gj.error.code, 'method_not_allowed');
+    const p = await fetch(`${server.url}/health`, { method: 'POST' });
+    assert.equal(p.status, 405);
+    assert.equal(p.headers.get('allow'), 'GET, HEAD, OPTIONS');
+    const h = await fetch(`${server.url}/health`, { method: 'HEAD' });
+    assert.equal(h.status, 200);
+    assert.equal(await h.text(), '');
+    const o = await fetch(`${server.baseURL}/chat/completions`, { method: 'OPTIONS' });
+    assert.equal(o.status, 204);
+    assert.equal(o.headers.get('allow'), 'POST, OPTIONS');
+  });
+
+  test('Anthropic routes answer method and path errors in Anthropic shape', async () => {
+    const g = await fetch(`${server.baseURL}/messages`, { headers: { 'x-api-key': KEY } });
+    assert.equal(g.status, 405);
+    assert.equal(g.headers.get('allow'), 'POST, OPTIONS');
+    const gj = await g.json();
+    assert.equal(gj.type, 'error');
+    assert.equal(gj.error.type, 'invalid_request_error');
+    assert.equal(typeof gj.error.message, 'string');
+    const n = await postRaw(`${server.baseURL}/messages/nope`, '{}', { 'x-api-key': KEY });
+    assert.equal(n.status, 404);
+    assert.equal(n.json.type, 'error');
+    assert.equal(n.json.error.type, 'not_found_error');
+  });
+
+  test('the Authorization scheme is case-insensitive; Messages names x-api-key', async () => {
+    const body = JSON.stringify({ model, prompt: 'Once', max_tokens: 1 });
+    for (const scheme of ['bearer', 'BEARER', 'Bearer']) {
+      const r = await postRaw(`${server.baseURL}/completions`, body, { authorization: `${scheme} ${KEY}` });
+      assert.equal(r.status, 200, `${scheme}: ${r.text}`);
+    }
+    const wrong = await postRaw(`${server.baseURL}/completions`, body, { authorization: `Basic ${KEY}` });
+    assert.equal(wrong.status, 401);
+    const m = await postRaw(`${server.baseURL}/messages`, '{}');
+    assert.equal(m.status, 401);
+    assert.equal(m.json.type, 'error');
+    assert.equal(m.json.error.type, 'authentication_error');
+    assert.match(m.json.error.message, /x-api-key/);
+  });
+
+  test('an HTTP/1.0 stream is not chunked and ends by closing the connection', async () => {
+    const body = JSON.stringify({ model, prompt: 'Once upon a time', max_tokens: 8, stream: true });
+    const raw = await new Promise((resolve, reject) => {
+      const sock = net.connect(server.port, '127.0.0.1');
+      let data = '';
+      sock.setEncoding('latin1');
+      sock.on('data', (d) => { data += d; });
+      sock.on('end', () => resolve(data));
+      sock.on('error', reject);
+      sock.setTimeout(20000, () => { sock.destroy(); reject(new Error(`no EOF; got ${data}`)); });
+      sock.write(`POST /v1/completions HTTP/1.0\r\nAuthorization: Bearer ${KEY}\r\n` +
+                 `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    });
+    const end = raw.indexOf('\r\n\r\n');
+    assert.ok(end > 0, raw);
+    const head = raw.slice(0, end);
+    const payload = raw.slice(end + 4);
+    assert.match(head, /^HTTP\/1\.[01] 200 /);
+    assert.doesNotMatch(head, /transfer-encoding/i);
+    assert.match(head, /\r\nConnection: close/i);
+    assert.ok(payload.startsWith('data: {'), payload.slice(0, 40));
+    assert.ok(payload.endsWith('data: [DONE]\n\n'), payload.slice(-40));
   });
 
   test('garbage never takes the server down and never disturbs a good request', async () => {
@@ -136,5 +203,63 @@ describe('overload', { skip }, () => {
     } finally {
       assert.equal((await server.stop()).code, 0);
     }
+  });
+});
+
+describe('shutdown with streams in flight', { skip }, () => {
+  test('each stream ends with its API family\'s terminal error; logged 503/529, not 499', async (t) => {
+    const dir = demoModel();  // slow enough (random DeepSeek-V4 weights) to be mid-stream
+    if (!dir) return t.skip('cannot make the demo checkpoint');
+    const server = await startServer(dir, ['--served-model-name', 'm', '--shutdown-timeout', '0']);
+    const open = async (route, body) => {
+      const r = await fetch(`${server.baseURL}/${route}`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', stream: true, ...body }),
+      });
+      assert.equal(r.status, 200);
+      const reader = r.body.getReader();
+      const first = await reader.read();  // the stream is open and producing
+      return { reader, text: new TextDecoder().decode(first.value) };
+    };
+    const rest = async (s) => {
+      // Throws ("terminated") if the chunked body is cut instead of ended with its last chunk.
+      for (;;) {
+        const { done, value } = await s.reader.read();
+        if (done) return s.text;
+        s.text += new TextDecoder().decode(value);
+      }
+    };
+    const msg = [{ role: 'user', content: 'hi' }];
+    const streams = await Promise.all([
+      open('completions', { prompt: 'Once upon a time', max_tokens: 400, ignore_eos: true }),
+      open('messages', { max_tokens: 400, messages: msg }),
+      open('responses', { max_output_tokens: 400, input: 'hi' }),
+    ]);
+    await sleep(200);
+    const exited = server.stop();
+    const [cmpl, messages, responses] = await Promise.all(streams.map(rest));
+    assert.equal((await exited).code, 0);
+    // OpenAI: an error chunk with a server-side type, then [DONE].
+    const errChunk = cmpl.split('\n\n').find((e) => e.startsWith('data: {"error"'));
+    assert.ok(errChunk, cmpl.slice(-300));
+    assert.equal(JSON.parse(errChunk.slice(6)).error.type, 'service_unavailable_error');
+    assert.ok(cmpl.endsWith('data: [DONE]\n\n'));
+    // Anthropic: a final `event: error` with overloaded_error.
+    const last = messages.trim().split('\n\n').pop();
+    assert.match(last, /^event: error\ndata: /, last);
+    const err = JSON.parse(last.split('\ndata: ')[1]);
+    assert.equal(err.type, 'error');
+    assert.equal(err.error.type, 'overloaded_error');
+    // Responses: a terminal response.failed.
+    const lastR = responses.trim().split('\n\n').pop();
+    assert.match(lastR, /^event: response\.failed\n/, lastR);
+    const failed = JSON.parse(lastR.split('\ndata: ')[1]);
+    assert.equal(failed.response.status, 'failed');
+    assert.equal(failed.response.error.code, 'server_error');
+    const logs = server.logs();
+    assert.doesNotMatch(logs, /status=499/);
+    assert.match(logs, / completions status=503/);
+    assert.match(logs, / messages status=529/);
+    assert.match(logs, / responses status=503/);
   });
 });
