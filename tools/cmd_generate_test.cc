@@ -19,6 +19,14 @@ namespace {
 
 const std::string kModelDir = std::string(DEEPINFER_SHARED_DIR) + "/models/stories260K";
 
+// stories260K's golden continuation (shared/models/stories260K/golden), discarded if unreadable.
+nlohmann::json ReadGolden() {
+  std::ifstream in(kModelDir + "/golden/once_upon_a_time.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str(), nullptr, false);
+}
+
 int RunCmd(std::vector<std::string> args) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -28,10 +36,7 @@ int RunCmd(std::vector<std::string> args) {
 TEST(CmdGenerateTest, PrintsGoldenContinuation) {
   if (!std::filesystem::exists(kModelDir + "/config.json"))
     GTEST_SKIP() << kModelDir << " is absent";
-  std::ifstream in(kModelDir + "/golden/once_upon_a_time.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json g = nlohmann::json::parse(ss.str(), nullptr, false);
+  const nlohmann::json g = ReadGolden();
   ASSERT_FALSE(g.is_discarded());
   std::vector<int> prompt = g["prompt_ids"].get<std::vector<int>>();
   std::vector<int> expected = g["generated_ids"].get<std::vector<int>>();
@@ -192,10 +197,7 @@ TEST(CmdGenerateTest, BadUsage) {
 TEST(CmdGenerateTest, ContinuationKeepsItsLeadingSpace) {
   if (!std::filesystem::exists(kModelDir + "/config.json"))
     GTEST_SKIP() << kModelDir << " is absent";
-  std::ifstream in(kModelDir + "/golden/once_upon_a_time.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json g = nlohmann::json::parse(ss.str(), nullptr, false);
+  const nlohmann::json g = ReadGolden();
   ASSERT_FALSE(g.is_discarded());
   const std::vector<std::string> pieces = g["generated_pieces"].get<std::vector<std::string>>();
   ASSERT_GE(pieces.size(), 5u);

@@ -106,6 +106,17 @@ class RecordingWriter : public http::ResponseWriter {
   int status_ = 0;
 };
 
+// A Chat/Completions request cut off by the shutdown deadline: a stream ends with an error chunk
+// and [DONE], a non-stream request gets the error response; either way the status is logged as
+// the server-side 503.
+void EndOpenAiRequestForShutdown(RecordingWriter& w, bool stream_mode) {
+  if (!stream_mode) return SendError(w, ServerClosingError());
+  w.WriteChunk(SseEvent(OJson::parse(OpenAiErrorJson(ServerClosingError()))));
+  w.WriteChunk(kSseDone);
+  w.EndStream();
+  w.set_status(ErrorInfoFor(ServerClosingError().code()).http_status);
+}
+
 protocol::StreamEnd StreamEndFor(engine::FinishReason r) {
   switch (r) {
     case engine::FinishReason::kLength:
@@ -857,14 +868,7 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   record.prompt_tokens = static_cast<int64_t>(prompt_len);
 
   if (end == PumpEnd::kClientGone && w.ServerClosing()) {
-    if (stream_mode) {
-      write(OJson::parse(OpenAiErrorJson(ServerClosingError())));
-      w.WriteChunk(kSseDone);
-      w.EndStream();
-      w.set_status(ErrorInfoFor(ServerClosingError().code()).http_status);
-    } else {
-      SendError(w, ServerClosingError());
-    }
+    EndOpenAiRequestForShutdown(w, stream_mode);
     return Finish(record, w.status());
   }
   if (end == PumpEnd::kClientGone) {
@@ -1102,14 +1106,7 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
   PumpEnd end = Pump(**stream, w, on_output, all_done);
   record.prompt_tokens = static_cast<int64_t>(prompt_ids.size());
   if (end == PumpEnd::kClientGone && w.ServerClosing()) {
-    if (stream_mode) {
-      w.WriteChunk(SseEvent(OJson::parse(OpenAiErrorJson(ServerClosingError()))));
-      w.WriteChunk(kSseDone);
-      w.EndStream();
-      w.set_status(ErrorInfoFor(ServerClosingError().code()).http_status);
-    } else {
-      SendError(w, ServerClosingError());
-    }
+    EndOpenAiRequestForShutdown(w, stream_mode);
     return Finish(record, w.status());
   }
   if (end == PumpEnd::kClientGone) {
