@@ -131,3 +131,17 @@ export async function postRaw(url, body, headers = {}) {
 export function goldenOnceUponATime() {
   return JSON.parse(fs.readFileSync(path.join(STORIES, 'golden', 'once_upon_a_time.json'), 'utf8'));
 }
+
+// Tool parameter schemas shared by the Messages and Responses tool-call tests.
+export const WEATHER = {
+  type: 'object',
+  properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  required: ['city', 'days'],
+  additionalProperties: false,
+};
+export const TIME = {
+  type: 'object',
+  properties: { zone: { enum: ['UTC', 'CET', 'PST'] } },
+  required: ['zone'],
+  additionalProperties: false,
+};

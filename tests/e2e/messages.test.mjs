@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import Ajv from 'ajv';
-import { collectEvents, demoModel, startServer } from './helpers.mjs';
+import { collectEvents, demoModel, startServer, TIME, WEATHER } from './helpers.mjs';
 
 const dir = demoModel();
 const skip = dir ? false : 'the demo checkpoint could not be generated (deepinfer make-test-model)';
@@ -22,18 +22,6 @@ const REQ = { model: 'demo', max_tokens: 16, system: 'Be terse.', temperature: 0
               messages: [{ role: 'user', content: 'Say hello.' }] };
 const SAMPLED = { temperature: 1, top_p: 0.9, seed: 4321 };
 
-const WEATHER = {
-  type: 'object',
-  properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
-  required: ['city', 'days'],
-  additionalProperties: false,
-};
-const TIME = {
-  type: 'object',
-  properties: { zone: { enum: ['UTC', 'CET', 'PST'] } },
-  required: ['zone'],
-  additionalProperties: false,
-};
 const TOOLS = [
   { name: 'get_weather', description: 'Weather forecast', input_schema: WEATHER },
   { name: 'get_time', description: 'Current time', input_schema: TIME },

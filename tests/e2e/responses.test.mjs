@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Ajv from 'ajv';
-import { collectEvents, demoModel, startServer } from './helpers.mjs';
+import { collectEvents, demoModel, startServer, TIME, WEATHER } from './helpers.mjs';
 
 const dir = demoModel();
 const skip = dir ? false : 'the demo checkpoint could not be generated (deepinfer make-test-model)';
@@ -19,18 +19,6 @@ const REQ = { model: 'demo', instructions: 'Be terse.', input: 'Say hello.', max
 // Seeded sampling: temperature 1 with a nucleus, reproducible through `seed`.
 const SAMPLED = { temperature: 1, top_p: 0.9, seed: 1234 };
 
-const WEATHER = {
-  type: 'object',
-  properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
-  required: ['city', 'days'],
-  additionalProperties: false,
-};
-const TIME = {
-  type: 'object',
-  properties: { zone: { enum: ['UTC', 'CET', 'PST'] } },
-  required: ['zone'],
-  additionalProperties: false,
-};
 const TOOLS = [
   { type: 'function', name: 'get_weather', description: 'Weather forecast', parameters: WEATHER, strict: true },
   { type: 'function', name: 'get_time', description: 'Current time', parameters: TIME, strict: true },

@@ -427,59 +427,51 @@ void StreamRowsMR(const float* const* xr, const WeightView& w, int64_t n0, int64
   for (; n < n1; ++n) StreamTile<Row, MR, 1>(xr, w, n, w.cols, bias, yr);
 }
 
-template <class Row>
-void StreamRows(const float* x, int64_t x_stride, int64_t M, const WeightView& w, int64_t n0,
-                int64_t n1, const float* bias, float* y, int64_t y_stride) {
+// Calls run.template operator()<MR>(xr, yr) for each group of up to kStreamMaxM rows of x / y
+// (MR = the group's size, a compile-time constant for the register tiles).
+template <class Run>
+void ForEachRowGroup(const float* x, int64_t x_stride, int64_t M, float* y, int64_t y_stride,
+                     const Run& run) {
   for (int64_t m = 0; m < M; m += kStreamMaxM) {
     const int64_t mr = std::min(kStreamMaxM, M - m);
-    const float* xr[4];
-    float* yr[4];
+    const float* xr[kStreamMaxM];
+    float* yr[kStreamMaxM];
     for (int64_t i = 0; i < mr; ++i) {
       xr[i] = x + (m + i) * x_stride;
       yr[i] = y + (m + i) * y_stride;
     }
     switch (mr) {
       case 1:
-        StreamRowsMR<Row, 1>(xr, w, n0, n1, bias, yr);
+        run.template operator()<1>(xr, yr);
         break;
       case 2:
-        StreamRowsMR<Row, 2>(xr, w, n0, n1, bias, yr);
+        run.template operator()<2>(xr, yr);
         break;
       case 3:
-        StreamRowsMR<Row, 3>(xr, w, n0, n1, bias, yr);
+        run.template operator()<3>(xr, yr);
         break;
       default:
-        StreamRowsMR<Row, 4>(xr, w, n0, n1, bias, yr);
+        run.template operator()<4>(xr, yr);
         break;
     }
   }
 }
 
+template <class Row>
+void StreamRows(const float* x, int64_t x_stride, int64_t M, const WeightView& w, int64_t n0,
+                int64_t n1, const float* bias, float* y, int64_t y_stride) {
+  ForEachRowGroup(x, x_stride, M, y, y_stride,
+                  [&]<int MR>(const float* const* xr, float* const* yr) {
+                    StreamRowsMR<Row, MR>(xr, w, n0, n1, bias, yr);
+                  });
+}
+
 void StreamFp4(const float* x, int64_t x_stride, int64_t M, const WeightView& w, int64_t n0,
                int64_t n1, const float* bias, float* y, int64_t y_stride) {
-  for (int64_t m = 0; m < M; m += kStreamMaxM) {
-    const int64_t mr = std::min(kStreamMaxM, M - m);
-    const float* xr[4];
-    float* yr[4];
-    for (int64_t i = 0; i < mr; ++i) {
-      xr[i] = x + (m + i) * x_stride;
-      yr[i] = y + (m + i) * y_stride;
-    }
-    switch (mr) {
-      case 1:
-        StreamRowsFp4MR<1>(xr, w, n0, n1, bias, yr);
-        break;
-      case 2:
-        StreamRowsFp4MR<2>(xr, w, n0, n1, bias, yr);
-        break;
-      case 3:
-        StreamRowsFp4MR<3>(xr, w, n0, n1, bias, yr);
-        break;
-      default:
-        StreamRowsFp4MR<4>(xr, w, n0, n1, bias, yr);
-        break;
-    }
-  }
+  ForEachRowGroup(x, x_stride, M, y, y_stride,
+                  [&]<int MR>(const float* const* xr, float* const* yr) {
+                    StreamRowsFp4MR<MR>(xr, w, n0, n1, bias, yr);
+                  });
 }
 
 // One MR x NR tile of the FP8 fast path: same FMA sequence as StreamTile (lane l, k = l, l+8, ..),
