@@ -619,6 +619,16 @@ absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
   p.presence_penalty = static_cast<float>(f.presence_penalty);
   p.frequency_penalty = static_cast<float>(f.frequency_penalty);
   if (f.repetition_penalty) p.repetition_penalty = static_cast<float>(*f.repetition_penalty);
+  // The engine checks this too; here the 400 can name the parameter.
+  const int64_t vocab = s->engine_->model_info().vocab_size;
+  for (const auto& [id, bias] : f.logit_bias) {
+    if (id >= vocab) {
+      return WithParam(absl::InvalidArgumentError(absl::StrCat(
+                           "logit_bias token id ", id, " is outside the vocabulary [0, ", vocab,
+                           ").")),
+                       "logit_bias");
+    }
+  }
   p.logit_bias = f.logit_bias;
   p.n = f.n;
   p.seed = f.seed;

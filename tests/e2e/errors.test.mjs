@@ -52,6 +52,14 @@ describe('errors', { skip }, () => {
                       400, 'invalid_request_error', (e) => e.param === 'prompt');
   });
 
+  test('a logit_bias token id outside the vocabulary is 400 naming logit_bias', async () => {
+    // stories260K has a 512-token vocabulary.
+    await rejectsWith(client.completions.create({ model, prompt: 'x', logit_bias: { 512: 1 } }),
+                      400, 'invalid_request_error', (e) => e.param === 'logit_bias');
+    await rejectsWith(client.completions.create({ model, prompt: 'x', logit_bias: { 100000: -5 } }),
+                      400, 'invalid_request_error', (e) => e.param === 'logit_bias');
+  });
+
   test('empty messages and empty prompt are 400', async () => {
     await rejectsWith(client.chat.completions.create({ model, messages: [] }),
                       400, 'invalid_request_error', (e) => e.param === 'messages');

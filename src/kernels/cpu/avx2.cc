@@ -370,15 +370,20 @@ void StreamFp4(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
 
 constexpr int64_t kStreamMaxM = 4;
 
-template <class Row, size_t... I>
-std::array<Row, sizeof...(I)> MakeRows(const WeightView& w, int64_t n, std::index_sequence<I...>) {
-  return {Row(w, n + static_cast<int64_t>(I))...};
+// Row decoders for weight rows row_index[0..NR).
+template <class Row, int NR>
+std::array<Row, NR> MakeRows(const WeightView& w, const int64_t* row_index) {
+  return [&]<size_t... I>(std::index_sequence<I...>) {
+    return std::array<Row, NR>{Row(w, row_index[I])...};
+  }
+  (std::make_index_sequence<NR>());
 }
 
+// MR x rows against the NR weight rows row_index[0..NR) (any rows).
 template <class Row, int MR, int NR>
-void StreamTile(const float* const* xr, const WeightView& w, int64_t n, int64_t K,
+void StreamTile(const float* const* xr, const WeightView& w, const int64_t* row_index, int64_t K,
                 const float* bias, float* const* yr) {
-  const std::array<Row, NR> rows = MakeRows<Row>(w, n, std::make_index_sequence<NR>());
+  const std::array<Row, NR> rows = MakeRows<Row, NR>(w, row_index);
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -417,19 +422,28 @@ void StreamTile(const float* const* xr, const WeightView& w, int64_t n, int64_t 
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
       float v = HorizontalSum(acc[i][j]);
-      if (bias != nullptr) v += bias[n + j];
-      yr[i][n + j] = v;
+      if (bias != nullptr) v += bias[row_index[j]];
+      yr[i][row_index[j]] = v;
     }
   }
 }
 
+// Rows [n0, n1) as kNR interleaved streams over consecutive parts of the range (each a long
+// sequential read, which the hardware prefetchers serve better than kNR adjacent rows), then
+// the leftover rows singly.
 template <class Row, int MR>
 void StreamRowsMR(const float* const* xr, const WeightView& w, int64_t n0, int64_t n1,
                   const float* bias, float* const* yr) {
   constexpr int kNR = MR <= 2 ? 4 : 2;
-  int64_t n = n0;
-  for (; n + kNR <= n1; n += kNR) StreamTile<Row, MR, kNR>(xr, w, n, w.cols, bias, yr);
-  for (; n < n1; ++n) StreamTile<Row, MR, 1>(xr, w, n, w.cols, bias, yr);
+  const int64_t per_stream = (n1 - n0) / kNR;
+  for (int64_t r = 0; r < per_stream; ++r) {
+    int64_t rows[kNR];
+    for (int j = 0; j < kNR; ++j) rows[j] = n0 + j * per_stream + r;
+    StreamTile<Row, MR, kNR>(xr, w, rows, w.cols, bias, yr);
+  }
+  for (int64_t n = n0 + kNR * per_stream; n < n1; ++n) {
+    StreamTile<Row, MR, 1>(xr, w, &n, w.cols, bias, yr);
+  }
 }
 
 // Calls run.template operator()<MR>(xr, yr) for each group of up to kStreamMaxM rows of x / y
@@ -485,10 +499,7 @@ void StreamFp4(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
 template <int MR, int NR>
 bool StreamTileFp8Bits(const float* const* xs, const WeightView& w, const int64_t* row_index,
                        int64_t K, const float* bias, float* const* yr) {
-  const std::array<Fp8RowBits, NR> rows = [&]<size_t... I>(std::index_sequence<I...>) {
-    return std::array<Fp8RowBits, NR>{Fp8RowBits(w, row_index[I])...};
-  }
-  (std::make_index_sequence<NR>());
+  const std::array<Fp8RowBits, NR> rows = MakeRows<Fp8RowBits, NR>(w, row_index);
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -558,12 +569,12 @@ void StreamRowsFp8Bits(const float* const* xs, const float* const* xr, const Wei
     int64_t rows[kNR];
     for (int j = 0; j < kNR; ++j) rows[j] = n0 + j * per_stream + r;
     if (!StreamTileFp8Bits<MR, kNR>(xs, w, rows, K, bias, yr)) {
-      for (int j = 0; j < kNR; ++j) StreamTile<Fp8Row, MR, 1>(xr, w, rows[j], K, bias, yr);
+      for (int j = 0; j < kNR; ++j) StreamTile<Fp8Row, MR, 1>(xr, w, &rows[j], K, bias, yr);
     }
   }
   for (int64_t n = n0 + kNR * per_stream; n < n1; ++n) {
     if (!StreamTileFp8Bits<MR, 1>(xs, w, &n, K, bias, yr)) {
-      StreamTile<Fp8Row, MR, 1>(xr, w, n, K, bias, yr);
+      StreamTile<Fp8Row, MR, 1>(xr, w, &n, K, bias, yr);
     }
   }
 }
