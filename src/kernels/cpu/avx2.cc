@@ -306,8 +306,8 @@ void StreamTileFp4(const float* const* xp, const WeightView& w, const int64_t* r
                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[j] + k / 2)));
       const __m256i il = _mm256_and_si256(b, nib);
       const __m256i ih = _mm256_and_si256(_mm256_srli_epi16(b, 4), nib);
-      const uint8_t* ta = tables + 32 * sc[j][k / 32];
-      const uint8_t* tb = tables + 32 * (full ? sc[j][k / 32 + 1] : 127);
+      const uint8_t* ta = tables + 32 * size_t{sc[j][k / 32]};
+      const uint8_t* tb = tables + 32 * size_t{full ? sc[j][k / 32 + 1] : uint8_t{127}};
       auto half = [](const uint8_t* t) {
         return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
       };
