@@ -507,12 +507,6 @@ bool StreamTileFp8Bits(const float* const* xs, const WeightView& w, const int64_
   int64_t k = 0;
   for (; k + 32 <= K; k += 32) {
     for (int j = 0; j < NR; ++j) {
-      // Software prefetch of the next row of each stream (one 64-byte line per row per 64
-      // columns): the hardware prefetcher alone left decode and DRAM time barely overlapped (the
-      // streams advance slowly because decoding costs more than the loads); measured +20 %.
-      if (k % 64 == 0) {
-        PrefetchAt(rows[j].p, K + k);
-      }
       __m256 wv[4];
       rows[j].Decode32(k, wv, nan);
       for (int i = 0; i < MR; ++i) {
