@@ -1366,13 +1366,9 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   } else {
     renc.emplace(ResponseMeta{id, UnixSeconds(), model, &*rreq});
   }
-  int64_t next_sequence = 0;  // Responses: sequence_number of the next event
   auto write_all = [&](const std::vector<OJson>& events) {
     if (!stream_mode) return true;
     for (const OJson& e : events) {
-      if (auto seq = e.find("sequence_number"); seq != e.end() && seq->is_number_integer()) {
-        next_sequence = seq->get<int64_t>() + 1;
-      }
       if (!w.WriteChunk(codec_util::NamedSseEvent(e))) return false;
     }
     return true;
@@ -1427,6 +1423,21 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   };
   PumpEnd end = Pump(**stream, w, on_output, [&] { return done; });
   record.prompt_tokens = static_cast<int64_t>(prompt_len);
+  auto usage_so_far = [&] {
+    Usage usage;
+    usage.prompt_tokens = record.prompt_tokens;
+    usage.cached_tokens = record.cached_tokens;
+    usage.completion_tokens = record.generated_tokens;
+    usage.reasoning_tokens = reasoning_tokens;
+    return usage;
+  };
+  // Responses streaming failure: the open item ends "incomplete", then the terminal
+  // `response.failed` event carries the error and the output so far.
+  auto fail_responses_stream = [&](const absl::Status& st) {
+    write_all(renc->Fail(usage_so_far(), StdView(st.message())));
+    w.EndStream();
+    w.set_status(ErrorInfoFor(st.code()).http_status);
+  };
   if (end == PumpEnd::kClientGone && w.ServerClosing()) {
     const absl::Status st = ServerClosingError();
     if (!stream_mode) {
@@ -1437,15 +1448,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
       w.EndStream();
       w.set_status(AnthropicErrorInfoFor(st.code()).http_status);
     } else {
-      // Responses streaming: the terminal `response.failed` event with the response so far.
-      OJson response = renc->Response();
-      response["status"] = "failed";
-      response["error"] = OJson{{"code", "server_error"}, {"message", std::string(st.message())}};
-      w.WriteChunk(codec_util::NamedSseEvent(OJson{{"type", "response.failed"},
-                                                   {"sequence_number", next_sequence},
-                                                   {"response", std::move(response)}}));
-      w.EndStream();
-      w.set_status(ErrorInfoFor(st.code()).http_status);
+      fail_responses_stream(st);
     }
     return Finish(record, w.status());
   }
@@ -1454,23 +1457,18 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     return Finish(record, 499);
   }
   if (!engine_error.ok()) {
-    if (stream_mode) {
-      const std::string body =
-          anthropic ? AnthropicErrorJson(engine_error) : OpenAiErrorJson(engine_error);
-      w.WriteChunk(absl::StrCat("event: error\ndata: ", body, "\n\n"));
+    if (stream_mode && !anthropic) {
+      fail_responses_stream(engine_error);
+    } else if (stream_mode) {
+      w.WriteChunk(absl::StrCat("event: error\ndata: ", AnthropicErrorJson(engine_error), "\n\n"));
       w.EndStream();
-      w.set_status(anthropic ? AnthropicErrorInfoFor(engine_error.code()).http_status
-                             : ErrorInfoFor(engine_error.code()).http_status);
+      w.set_status(AnthropicErrorInfoFor(engine_error.code()).http_status);
     } else {
       fail(engine_error);
     }
     return Finish(record, w.status());
   }
-  Usage usage;
-  usage.prompt_tokens = record.prompt_tokens;
-  usage.cached_tokens = record.cached_tokens;
-  usage.completion_tokens = record.generated_tokens;
-  usage.reasoning_tokens = reasoning_tokens;
+  const Usage usage = usage_so_far();
   std::vector<OJson> tail =
       anthropic ? menc->Complete(usage.completion_tokens) : renc->Complete(usage);
   if (stream_mode) {

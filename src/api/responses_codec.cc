@@ -452,7 +452,7 @@ void ResponsesEncoder::OpenItem(Open kind, const protocol::OutputEvent* start,
   }
 }
 
-void ResponsesEncoder::CloseOpen(std::vector<Json>* out) {
+void ResponsesEncoder::CloseOpen(std::vector<Json>* out, const char* status) {
   if (open_ == Open::kNone) return;
   const size_t index = output_.size();
   const Json id = open_item_["id"];
@@ -461,7 +461,7 @@ void ResponsesEncoder::CloseOpen(std::vector<Json>* out) {
         Event("response.function_call_arguments.done",
               Json{{"item_id", id}, {"output_index", index}, {"arguments", open_text_}}));
     open_item_["arguments"] = open_text_;
-    if (open_item_["status"] == "in_progress") open_item_["status"] = "completed";
+    if (open_item_["status"] == "in_progress") open_item_["status"] = status;
   } else {
     const bool reasoning = open_ == Open::kReasoning;
     Json part =
@@ -476,7 +476,7 @@ void ResponsesEncoder::CloseOpen(std::vector<Json>* out) {
         "response.content_part.done",
         Json{{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"part", part}}));
     open_item_["content"] = Json::array({part});
-    open_item_["status"] = "completed";
+    open_item_["status"] = status;
   }
   out->push_back(
       Event("response.output_item.done", Json{{"output_index", index}, {"item", open_item_}}));
@@ -562,6 +562,17 @@ std::vector<Json> ResponsesEncoder::Complete(const Usage& usage) {
   }
   finished_ = true;
   out.push_back(Event(type, Json{{"response", Response()}}));
+  return out;
+}
+
+std::vector<Json> ResponsesEncoder::Fail(const Usage& usage, std::string_view message) {
+  std::vector<Json> out;
+  CloseOpen(&out, "incomplete");
+  usage_ = usage;
+  status_ = "failed";
+  error_ = std::string(message);
+  finished_ = true;
+  out.push_back(Event("response.failed", Json{{"response", Response()}}));
   return out;
 }
 

@@ -83,6 +83,11 @@ class ResponsesEncoder {
   std::vector<nlohmann::ordered_json> Start();
   std::vector<nlohmann::ordered_json> OnEvent(const protocol::OutputEvent& event);
   std::vector<nlohmann::ordered_json> Complete(const Usage& usage);
+  // Ends the response as failed (an engine error or a server shutdown mid-generation, instead of
+  // Complete()): the open item, if any, is closed with status "incomplete" (its *.done events are
+  // emitted, so clients that track items see it end), then `response.failed` with
+  // error {code: "server_error", message} and the output so far.
+  std::vector<nlohmann::ordered_json> Fail(const Usage& usage, std::string_view message);
 
   // The response object as of now (status "in_progress" until Complete()). After Complete() it
   // is the non-streaming body and equals the terminal event's `response`.
@@ -91,7 +96,9 @@ class ResponsesEncoder {
  private:
   enum class Open { kNone, kReasoning, kMessage, kFunctionCall };
   nlohmann::ordered_json Event(const char* type, nlohmann::ordered_json fields);
-  void CloseOpen(std::vector<nlohmann::ordered_json>* out);
+  // Emits the open item's *.done events and moves it to output_ with `status` (a function call
+  // already marked by its end event keeps that status).
+  void CloseOpen(std::vector<nlohmann::ordered_json>* out, const char* status = "completed");
   void OpenItem(Open kind, const protocol::OutputEvent* start,
                 std::vector<nlohmann::ordered_json>* out);
   std::string ItemId(const char* prefix, size_t index) const;

@@ -174,6 +174,39 @@ TEST(ResponsesEncoderTest, LengthIsIncomplete) {
             nlohmann::json::parse(R"({"reason":"max_output_tokens"})"));
 }
 
+// A failure mid-item (engine error, shutdown) closes the open item as "incomplete" with its
+// done events, then response.failed carries the error and that item.
+TEST(ResponsesEncoderTest, FailClosesTheOpenItemAsIncomplete) {
+  ResponsesEncoder enc(Meta());
+  std::vector<Json> events = enc.Start();
+  protocol::OutputEvent text;
+  text.type = protocol::OutputEvent::Type::kContentDelta;
+  text.text = "Hel";
+  for (Json& e : enc.OnEvent(text)) events.push_back(std::move(e));
+  for (Json& e : enc.Fail(Usage{3, 1, 0, 0}, "the server is shutting down")) {
+    events.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < events.size(); ++i) ASSERT_EQ(events[i]["sequence_number"], i);
+  std::vector<std::string> types;
+  for (const Json& e : events) types.push_back(e["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{
+                       "response.created", "response.in_progress", "response.output_item.added",
+                       "response.content_part.added", "response.output_text.delta",
+                       "response.output_text.done", "response.content_part.done",
+                       "response.output_item.done", "response.failed"}));
+  EXPECT_EQ(events[7]["item"]["status"], "incomplete");
+  const Json& r = events.back()["response"];
+  EXPECT_EQ(r["status"], "failed");
+  EXPECT_EQ(r["error"]["code"], "server_error");
+  EXPECT_EQ(r["error"]["message"], "the server is shutting down");
+  ASSERT_EQ(r["output"].size(), 1u);
+  EXPECT_EQ(r["output"][0]["status"], "incomplete");
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], "Hel");
+  EXPECT_EQ(r["usage"]["output_tokens"], 1);
+  EXPECT_EQ(U(enc.Response()), U(r));
+  EXPECT_TRUE(enc.OnEvent(text).empty());  // nothing after the terminal event
+}
+
 TEST(ResponsesEncoderTest, SseFraming) {
   EXPECT_EQ(codec_util::NamedSseEvent(Json::parse(R"({"type":"response.completed"})")),
             "event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n");

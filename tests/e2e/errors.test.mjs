@@ -264,6 +264,13 @@ describe('shutdown with streams in flight', { skip }, () => {
     const failed = JSON.parse(lastR.split('\ndata: ')[1]);
     assert.equal(failed.response.status, 'failed');
     assert.equal(failed.response.error.code, 'server_error');
+    // Items streamed before the failure are in its output; the one cut short is "incomplete".
+    if (/event: response\.output_item\.added\n/.test(responses)) {
+      assert.ok(failed.response.output.length >= 1, lastR);
+    }
+    for (const item of failed.response.output) {
+      assert.ok(['completed', 'incomplete'].includes(item.status), JSON.stringify(item));
+    }
     const logs = server.logs();
     assert.doesNotMatch(logs, /status=499/);
     assert.match(logs, / completions status=503/);
