@@ -623,10 +623,10 @@ absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
   const int64_t vocab = s->engine_->model_info().vocab_size;
   for (const auto& [id, bias] : f.logit_bias) {
     if (id >= vocab) {
-      return WithParam(absl::InvalidArgumentError(absl::StrCat(
-                           "logit_bias token id ", id, " is outside the vocabulary [0, ", vocab,
-                           ").")),
-                       "logit_bias");
+      return WithParam(
+          absl::InvalidArgumentError(absl::StrCat("logit_bias token id ", id,
+                                                  " is outside the vocabulary [0, ", vocab, ").")),
+          "logit_bias");
     }
   }
   p.logit_bias = f.logit_bias;

@@ -124,7 +124,10 @@ void GrammarCompiler::WorkerLoop() {
       // same error, or a complete grammar), never a partial one.
       if (!job.entry->result.ok()) {
         auto it = cache_.find(job.key);
-        if (it != cache_.end() && it->second == job.entry) cache_.erase(it);
+        if (it != cache_.end() && it->second == job.entry) {
+          cache_.erase(it);
+          lru_.remove(job.key);
+        }
       }
     }
     done_cv_.notify_all();
@@ -165,10 +168,15 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Get(
       lru_.push_front(key);
       queue_.push_back(Job{key, *std::move(grammar), entry});
       queued = true;
-      while (lru_.size() > options_.max_cache_entries) {
-        auto victim = cache_.find(lru_.back());
-        if (victim != cache_.end() && victim->second->done) cache_.erase(victim);
-        lru_.pop_back();
+      // Evict the least recently used finished entries. Pending ones stay (requests wait on
+      // them and their result must stay findable), so the cache may exceed its bound by the
+      // number of compiles in flight.
+      for (auto it = lru_.end(); lru_.size() > options_.max_cache_entries && it != lru_.begin();) {
+        --it;
+        auto victim = cache_.find(*it);
+        if (victim != cache_.end() && !victim->second->done) continue;
+        if (victim != cache_.end()) cache_.erase(victim);
+        it = lru_.erase(it);
       }
     }
   }

@@ -101,6 +101,36 @@ TEST(GrammarCompiler, SuccessfulCompilesAreCachedAndErrorsAreNot) {
   EXPECT_EQ(compiler.cache_hits(), 1);
 }
 
+// The LRU bound never drops a compile in flight: it stays tracked and is evicted, in LRU order,
+// once done (before, it left the LRU list but stayed in the cache for good).
+TEST(GrammarCompiler, PendingCompilesAreEvictedOnlyOnceDone) {
+  GrammarCompiler compiler(LetterVocab(), {.num_threads = 1, .max_cache_entries = 1});
+  ConstraintSpec medium;  // seconds of work: still compiling when the next request arrives
+  medium.kind = ConstraintSpec::Kind::kRegex;
+  medium.text = "[a-z]{0,60}";
+  auto small = [](const char* text) {
+    ConstraintSpec s;
+    s.kind = ConstraintSpec::Kind::kRegex;
+    s.text = text;
+    return s;
+  };
+  absl::StatusOr<std::shared_ptr<const CompiledGrammar>> medium_result;
+  std::thread waiter([&] { medium_result = compiler.Get(medium); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_OK(compiler.Get(small("ab|cd")).status());  // queued behind `medium`
+  waiter.join();
+  ASSERT_OK(medium_result.status());
+  EXPECT_EQ(compiler.compiles(), 2);
+  // A third grammar evicts both older entries, `medium` (least recently used) included.
+  ASSERT_OK(compiler.Get(small("ef|gh")).status());
+  const int64_t hits = compiler.cache_hits();
+  ASSERT_OK(compiler.Get(medium).status());
+  EXPECT_EQ(compiler.cache_hits(), hits);  // compiled afresh, not found
+  EXPECT_EQ(compiler.compiles(), 4);
+  ASSERT_OK(compiler.Get(medium).status());  // and now cached
+  EXPECT_EQ(compiler.cache_hits(), hits + 1);
+}
+
 TEST(CompileBudget, ExpiresAtItsDeadlineAndFollowsAMovedOne) {
   EXPECT_TRUE(CompileBudget().Check().ok());
   EXPECT_THAT(CompileBudget(MonotonicNanos() - 1).Check(),
