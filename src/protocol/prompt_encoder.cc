@@ -359,7 +359,8 @@ absl::StatusOr<ReasoningEffort> ReasoningEffort::Parse(std::string_view name) {
   if (name == "max" || name == "ultra") return ReasoningEffort{Kind::kMax, 0};
   return MakeProtocolError(
       ProtocolError::kInvalidReasoningEffort, "reasoning_effort",
-      absl::StrCat("Invalid reasoning_effort '", AbslView(name), "': expected low, high or max"));
+      absl::StrCat("Invalid reasoning_effort '", AbslView(name),
+                   "': expected low, high or max (or the aliases minimal, medium, xhigh, ultra)"));
 }
 
 std::string EncodedPrompt::Text() const {
