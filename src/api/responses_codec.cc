@@ -63,6 +63,7 @@ protocol::Message* CurrentAssistant(protocol::Conversation* conv, bool allow_exi
 absl::Status ParseInput(const Json& input, protocol::Conversation* conv) {
   if (input.is_string()) {
     conv->messages.push_back(protocol::Message::User(input.get<std::string>()));
+    conv->messages.back().request_path = "input";
     return absl::OkStatus();
   }
   if (!input.is_array()) return WrongType("input", "a string or an array of input items");
@@ -84,6 +85,7 @@ absl::Status ParseInput(const Json& input, protocol::Conversation* conv) {
       if (!role || !role->is_string()) return WrongType(path + ".role", "a string");
       const std::string& r = role->get_ref<const std::string&>();
       protocol::Message msg;
+      msg.request_path = path;
       if (r == "user") {
         msg.role = protocol::Role::kUser;
       } else if (r == "system") {
@@ -135,6 +137,7 @@ absl::Status ParseInput(const Json& input, protocol::Conversation* conv) {
           (was_call ||
            (conv->messages.back().tool_calls.empty() && !pending_reasoning.has_value()));
       protocol::Message* asst = CurrentAssistant(conv, attach);
+      if (asst->request_path.empty()) asst->request_path = path;
       if (pending_reasoning) {
         asst->reasoning_content = std::move(pending_reasoning);
         pending_reasoning.reset();
@@ -164,6 +167,7 @@ absl::Status ParseInput(const Json& input, protocol::Conversation* conv) {
             absl::StrCat("No tool call found for function call output with call_id ", id, "."));
       }
       protocol::Message msg;
+      msg.request_path = path;
       msg.role = protocol::Role::kTool;
       msg.tool_call_id = id;
       const Json* output = Field(item, "output");
@@ -288,6 +292,7 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
   if (s) {
     req.instructions = *s;
     req.conversation.messages.push_back(protocol::Message::System(*s));
+    req.conversation.messages.back().request_path = "instructions";
   }
   const Json* input = Field(obj, "input");
   if (!input) return Bad("input", "'input' is required");

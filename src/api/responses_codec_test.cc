@@ -10,6 +10,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "protocol/prompt_encoder.h"
 
 namespace deepinfer::api {
 namespace {
@@ -273,6 +274,22 @@ void ExpectError(std::string_view body, std::string_view expected_json) {
   EXPECT_EQ(ErrorInfoFor(r.status().code()).http_status, 400);
   EXPECT_EQ(nlohmann::json::parse(OpenAiErrorJson(r.status())),
             nlohmann::json::parse(expected_json));
+}
+
+// Errors found while encoding the prompt name the Responses item, not "messages[i]".
+TEST(ResponsesRequestTest, PromptErrorsNameTheInputItem) {
+  ASSERT_OK_AND_ASSIGN(
+      ResponsesRequest req,
+      ParseResponsesRequest(
+          R"({"model":"m","instructions":"Be brief.","input":[)"
+          R"({"role":"user","content":"Hi"},)"
+          R"({"role":"user","content":[{"type":"input_image","image_url":"data:,x"}]}]})"));
+  protocol::EncodeOptions options;
+  options.family = protocol::ModelFamily::kDeepSeekV4;  // takes no images
+  absl::StatusOr<protocol::EncodedPrompt> encoded =
+      protocol::EncodePrompt(req.conversation, options);
+  ASSERT_THAT(encoded, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(ErrorParam(encoded.status()), "input[1].content");
 }
 
 TEST(ResponsesRequestTest, BadRole) {

@@ -94,6 +94,9 @@ struct Message {
   // Assistant only: render as an unfinished prefix (no EOS) that the model continues (DeepSeek
   // `prefix: true`, Anthropic prefill). Only allowed on the last message.
   bool prefix = false;
+  // Where this message came from in the request, for error params: e.g. "input[2]" (Responses
+  // items) or "instructions". Empty: "messages[<index>]" (Chat Completions and Messages).
+  std::string request_path;
 
   static Message System(std::string text);
   static Message Developer(std::string text);

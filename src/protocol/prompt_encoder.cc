@@ -129,7 +129,12 @@ struct NMsg {
   bool response_format = false;
 };
 
-std::string Param(int index, std::string_view rest = {}) {
+// The error param of message `index` of `c` (its request_path when the codec set one).
+std::string Param(const Conversation& c, int index, std::string_view rest = {}) {
+  if (index >= 0 && index < static_cast<int>(c.messages.size()) &&
+      !c.messages[index].request_path.empty()) {
+    return absl::StrCat(c.messages[index].request_path, AbslView(rest));
+  }
   return absl::StrCat("messages[", index, "]", AbslView(rest));
 }
 
@@ -232,42 +237,42 @@ absl::Status Validate(const Conversation& c, const EncodeOptions& o) {
   for (int i = 0; i < n; ++i) {
     const Message& m = c.messages[i];
     const bool user_like = m.role == Role::kUser || m.role == Role::kTool;
-    RETURN_IF_ERROR(CheckPartsText(m.content, o.family, Param(i, ".content"), user_like));
+    RETURN_IF_ERROR(CheckPartsText(m.content, o.family, Param(c, i, ".content"), user_like));
     if (m.reasoning_content.has_value() && o.family == ModelFamily::kDeepSeekV41 &&
         ContainsImagePlaceholder(*m.reasoning_content)) {
       return MakeProtocolError(
-          ProtocolError::kImagePlaceholderInText, Param(i, ".reasoning_content"),
+          ProtocolError::kImagePlaceholderInText, Param(c, i, ".reasoning_content"),
           absl::StrCat("reasoning_content contains image special token '", AbslView(kImage), "'"));
     }
     if (m.role != Role::kUser && m.role != Role::kTool) {
       for (const ContentPart& p : m.content) {
         if (p.kind == ContentPart::Kind::kToolResult) {
-          return MakeProtocolError(ProtocolError::kInvalidContent, Param(i, ".content"),
+          return MakeProtocolError(ProtocolError::kInvalidContent, Param(c, i, ".content"),
                                    "tool_result blocks are only allowed in user messages");
         }
       }
     }
     if (m.role == Role::kDeveloper && m.JoinedText().empty()) {
-      return MakeProtocolError(ProtocolError::kInvalidContent, Param(i, ".content"),
+      return MakeProtocolError(ProtocolError::kInvalidContent, Param(c, i, ".content"),
                                "developer message content must not be empty");
     }
     if (m.role != Role::kAssistant && (!m.tool_calls.empty() || m.prefix)) {
-      return MakeProtocolError(ProtocolError::kInvalidContent, Param(i),
+      return MakeProtocolError(ProtocolError::kInvalidContent, Param(c, i),
                                "only assistant messages may carry tool_calls or prefix");
     }
     if (m.prefix && (i != n - 1 || !m.tool_calls.empty())) {
-      return MakeProtocolError(ProtocolError::kInvalidPrefix, Param(i, ".prefix"),
+      return MakeProtocolError(ProtocolError::kInvalidPrefix, Param(c, i, ".prefix"),
                                "a prefix assistant message must be the last message and must not "
                                "carry tool_calls");
     }
     if (m.role == Role::kAssistant && i == n - 1 && !m.tool_calls.empty()) {
-      return MakeProtocolError(ProtocolError::kInvalidContent, Param(i, ".tool_calls"),
+      return MakeProtocolError(ProtocolError::kInvalidContent, Param(c, i, ".tool_calls"),
                                "the last message cannot be an assistant tool call without its "
                                "tool results");
     }
     for (size_t k = 0; k < m.tool_calls.size(); ++k) {
       const ToolCall& call = m.tool_calls[k];
-      const std::string param = Param(i, absl::StrCat(".tool_calls[", k, "]"));
+      const std::string param = Param(c, i, absl::StrCat(".tool_calls[", k, "]"));
       if (call.name.empty() || !IsValidUtf8(call.name)) {
         return MakeProtocolError(ProtocolError::kInvalidToolArguments, param + ".function.name",
                                  "tool call function.name must be a non-empty string");
@@ -281,7 +286,7 @@ absl::Status Validate(const Conversation& c, const EncodeOptions& o) {
       int j = i - 1;
       while (j >= 0 && c.messages[j].role == Role::kTool) --j;
       if (j < 0 || c.messages[j].role != Role::kAssistant || c.messages[j].tool_calls.empty()) {
-        return MakeProtocolError(ProtocolError::kToolMessageWithoutCall, Param(i, ".role"),
+        return MakeProtocolError(ProtocolError::kToolMessageWithoutCall, Param(c, i, ".role"),
                                  "Messages with role 'tool' must be a response to a preceding "
                                  "message with 'tool_calls'");
       }
@@ -564,7 +569,7 @@ absl::StatusOr<EncodedPrompt> EncodePrompt(const Conversation& c, const EncodeOp
           const bool has_calls = m.tool_calls != nullptr && !m.tool_calls->empty();
           if (has_calls && !m.reasoning.has_value()) {
             return MakeProtocolError(ProtocolError::kMissingReasoningContent,
-                                     Param(m.source, ".reasoning_content"),
+                                     Param(c, m.source, ".reasoning_content"),
                                      kMsgMissingReasoningContent);
           }
           b.Text(m.reasoning.value_or(""));
