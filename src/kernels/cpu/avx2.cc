@@ -278,6 +278,39 @@ const uint8_t* Mxfp4Bf16Tables() {
   return &tables.b[0][0];
 }
 
+// The 4 BF16 word vectors of one superblock of an MXFP4 row (p: the row's bytes, sc: its scale
+// bytes; full: 64 columns, else the 32-column K tail): vector v = 2u + o of the permuted order is
+// Fp4Even(words[u]) for o = 0 and Fp4Odd(words[u]) for o = 1.
+template <bool kFull>
+__attribute__((always_inline)) inline void DecodeFp4Words(const uint8_t* p, const uint8_t* sc,
+                                                          int64_t k, const uint8_t* tables,
+                                                          __m256i* words) {
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const __m256i b =
+      kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k / 2))
+            : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k / 2)));
+  const __m256i il = _mm256_and_si256(b, nib);
+  const __m256i ih = _mm256_and_si256(_mm256_srli_epi16(b, 4), nib);
+  const uint8_t* ta = tables + 32 * size_t{sc[k / 32]};
+  const uint8_t* tb = tables + 32 * size_t{kFull ? sc[k / 32 + 1] : uint8_t{127}};
+  auto half = [](const uint8_t* t) {
+    return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+  };
+  const __m256i th = _mm256_blend_epi32(half(ta), half(tb), 0xF0);
+  const __m256i tl = _mm256_blend_epi32(half(ta + 16), half(tb + 16), 0xF0);
+  const __m256i lh = _mm256_shuffle_epi8(th, il), ll = _mm256_shuffle_epi8(tl, il);
+  const __m256i hh = _mm256_shuffle_epi8(th, ih), hl = _mm256_shuffle_epi8(tl, ih);
+  words[0] = _mm256_unpacklo_epi8(ll, lh);
+  words[1] = _mm256_unpackhi_epi8(ll, lh);
+  words[2] = _mm256_unpacklo_epi8(hl, hh);
+  words[3] = _mm256_unpackhi_epi8(hl, hh);
+}
+inline __m256 Fp4Even(__m256i words) { return _mm256_castsi256_ps(_mm256_slli_epi32(words, 16)); }
+inline __m256 Fp4Odd(__m256i words) {
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
 // NS weight rows rows[0..NS) (any rows: the caller picks rows far apart, so that each is a long
 // sequential stream) against MR rows of permuted x.
 template <int MR, int NS>
@@ -290,37 +323,20 @@ void StreamTileFp4(const float* const* xp, const WeightView& w, const int64_t* r
     p[j] = static_cast<const uint8_t*>(w.data) + rows[j] * (K / 2);
     sc[j] = static_cast<const uint8_t*>(w.scales) + rows[j] * (K / 32);
   }
-  const __m256i nib = _mm256_set1_epi8(0x0F);
-  const __m256i upper = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m256 acc[MR][NS][2];
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NS; ++j) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
   }
   // One superblock (full: 64 columns; else the 32-column K tail).
   auto step = [&](int64_t k, auto full_tag) __attribute__((always_inline)) {
-    constexpr bool full = decltype(full_tag)::value;
 #pragma GCC unroll 4
     for (int j = 0; j < NS; ++j) {
-      const __m256i b = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[j] + k / 2))
-                             : _mm256_zextsi128_si256(
-                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[j] + k / 2)));
-      const __m256i il = _mm256_and_si256(b, nib);
-      const __m256i ih = _mm256_and_si256(_mm256_srli_epi16(b, 4), nib);
-      const uint8_t* ta = tables + 32 * size_t{sc[j][k / 32]};
-      const uint8_t* tb = tables + 32 * size_t{full ? sc[j][k / 32 + 1] : uint8_t{127}};
-      auto half = [](const uint8_t* t) {
-        return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
-      };
-      const __m256i th = _mm256_blend_epi32(half(ta), half(tb), 0xF0);
-      const __m256i tl = _mm256_blend_epi32(half(ta + 16), half(tb + 16), 0xF0);
-      const __m256i lh = _mm256_shuffle_epi8(th, il), ll = _mm256_shuffle_epi8(tl, il);
-      const __m256i hh = _mm256_shuffle_epi8(th, ih), hl = _mm256_shuffle_epi8(tl, ih);
-      const __m256i words[4] = {_mm256_unpacklo_epi8(ll, lh), _mm256_unpackhi_epi8(ll, lh),
-                                _mm256_unpacklo_epi8(hl, hh), _mm256_unpackhi_epi8(hl, hh)};
+      __m256i words[4];
+      DecodeFp4Words<decltype(full_tag)::value>(p[j], sc[j], k, tables, words);
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u) {
-        const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(words[u], 16));
-        const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(words[u], upper));
+        const __m256 even = Fp4Even(words[u]);
+        const __m256 odd = Fp4Odd(words[u]);
 #pragma GCC unroll 4
         for (int i = 0; i < MR; ++i) {
           const float* xv = xp[i] + k + 16 * u;
@@ -686,42 +702,85 @@ void StreamFp8(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
 // loads 8 vectors per 12 FMAs (97 % of FMA peak with both operands in L1); the dot-product form
 // (lane = k) is kept because decode and prefill must give bitwise-identical rows.
 
-constexpr int64_t kNC = 48;   // weight rows per panel (multiple of kNR)
-constexpr int64_t kKC = 512;  // columns per panel (multiple of 32)
+constexpr int64_t kNC = 48;   // weight rows per panel (multiple of every TileShape::kNR)
+constexpr int64_t kKC = 512;  // columns per panel (multiple of 64)
 constexpr int64_t kMC = 96;   // x rows per accumulator block (multiple of kMR)
 constexpr int kMR = 2;
-constexpr int kNR = 6;
 // Thread ranges along N start on multiples of this (keeps 4-row stream tiles inside one FP8
 // 128-row scale block).
 constexpr int64_t kAlignN = 32;
 
+// Register tile per weight format: kNR weight rows, kAcc accumulators per output element (taking
+// consecutive 8-column vectors in turn). BF16/F32/FP8: 2 x 6 x 1 (the streamed order: one
+// accumulator, lane = k). MXFP4: 2 x 3 x 2, the order of StreamTileFp4 over the permuted
+// columns (the even and odd vectors of each superblock go to their own accumulators).
+template <class Row>
+struct TileShape {
+  static constexpr int kNR = 6;
+  static constexpr int kAcc = 1;
+};
+template <>
+struct TileShape<Fp4Row> {
+  static constexpr int kNR = 3;
+  static constexpr int kAcc = 2;
+};
+
 constexpr size_t kPanelFloats = kNC * kKC;
-constexpr size_t kAccFloats = kMC * kNC * 8;
+constexpr size_t kAccFloats = kMC * kNC * 8 * 2;  // kMR x kNR x kAcc vectors per tile, kAcc <= 2
 constexpr size_t kPerThreadBytes = (kPanelFloats + kAccFloats) * sizeof(float);
 
 // Panel layout: kNR-row groups, each interleaved by 8 columns (row j, column k at
 // (j / kNR) * kNR * kKC + (k / 8) * kNR * 8 + (j % kNR) * 8 + k % 8), so a register tile reads its
-// kNR rows as one sequential stream. Rows nc..kNC and columns kc..kc8 are zero.
+// kNR rows as one sequential stream. Rows nc..kNC and columns kc..kc8 are zero. MXFP4 columns are
+// the permuted ones (PermuteMxfp4Stream), kb and kc multiples of 64 (K padded to whole
+// superblocks).
 template <class Row>
 void PackPanel(const WeightView& w, int64_t nb, int64_t nc, int64_t kb, int64_t kc, float* panel) {
-  const int64_t kc8 = (kc + 7) / 8 * 8;
+  constexpr int kNR = TileShape<Row>::kNR;
   constexpr int64_t kStep = kNR * 8;  // floats between consecutive 8-column slices of a row
-  for (int64_t j = 0; j < kNC; ++j) {
-    float* dst = panel + (j / kNR) * kNR * kKC + (j % kNR) * 8;
-    if (j >= nc) {
-      for (int64_t k = 0; k < kc8; k += 8)
-        _mm256_store_ps(dst + k / 8 * kStep, _mm256_setzero_ps());
-      continue;
+  if constexpr (std::is_same_v<Row, Fp4Row>) {
+    const uint8_t* tables = Mxfp4Bf16Tables();
+    for (int64_t j = 0; j < kNC; ++j) {
+      float* dst = panel + (j / kNR) * kNR * kKC + (j % kNR) * 8;
+      if (j >= nc) {
+        for (int64_t k = 0; k < kc; k += 8)
+          _mm256_store_ps(dst + k / 8 * kStep, _mm256_setzero_ps());
+        continue;
+      }
+      const uint8_t* p = static_cast<const uint8_t*>(w.data) + (nb + j) * (w.cols / 2);
+      const uint8_t* sc = static_cast<const uint8_t*>(w.scales) + (nb + j) * (w.cols / 32);
+      for (int64_t k = 0; k < kc; k += kFp4Super) {
+        __m256i words[4];
+        if (kb + k + kFp4Super <= w.cols) {
+          DecodeFp4Words<true>(p, sc, kb + k, tables, words);
+        } else {
+          DecodeFp4Words<false>(p, sc, kb + k, tables, words);
+        }
+        for (int u = 0; u < 4; ++u) {
+          _mm256_store_ps(dst + (k / 8 + 2 * u) * kStep, Fp4Even(words[u]));
+          _mm256_store_ps(dst + (k / 8 + 2 * u + 1) * kStep, Fp4Odd(words[u]));
+        }
+      }
     }
-    const Row row(w, nb + j);
-    int64_t k = 0;
-    for (; k + 32 <= kc; k += 32) {
-      __m256 v[4];
-      row.Decode32(kb + k, v);
-      for (int i = 0; i < 4; ++i) _mm256_store_ps(dst + (k / 8 + i) * kStep, v[i]);
+  } else {
+    const int64_t kc8 = (kc + 7) / 8 * 8;
+    for (int64_t j = 0; j < kNC; ++j) {
+      float* dst = panel + (j / kNR) * kNR * kKC + (j % kNR) * 8;
+      if (j >= nc) {
+        for (int64_t k = 0; k < kc8; k += 8)
+          _mm256_store_ps(dst + k / 8 * kStep, _mm256_setzero_ps());
+        continue;
+      }
+      const Row row(w, nb + j);
+      int64_t k = 0;
+      for (; k + 32 <= kc; k += 32) {
+        __m256 v[4];
+        row.Decode32(kb + k, v);
+        for (int i = 0; i < 4; ++i) _mm256_store_ps(dst + (k / 8 + i) * kStep, v[i]);
+      }
+      for (; k + 8 <= kc; k += 8) _mm256_store_ps(dst + k / 8 * kStep, row.Decode8(kb + k));
+      if (k < kc) row.DecodeTail(kb + k, kc - k, dst + k / 8 * kStep);
     }
-    for (; k + 8 <= kc; k += 8) _mm256_store_ps(dst + k / 8 * kStep, row.Decode8(kb + k));
-    if (k < kc) row.DecodeTail(kb + k, kc - k, dst + k / 8 * kStep);
   }
 }
 
@@ -755,49 +814,73 @@ void PackXPairs(const float* x, int64_t x_stride, int64_t M, int64_t K, float* o
   }
 }
 
-// One kMR x kNR register tile over kc8 (a multiple of 8) columns: xt points at the tile's first
-// column in the packed x (xt_next at the next tile's, prefetched), the weights are panel rows
-// j0.. . Accumulators start at zero on the first
-// K chunk, else from accbuf; on the last chunk the horizontal sums go to out[i][j], otherwise the
-// accumulators go back to accbuf.
+// One kMR x kNR register tile over kc8 (a multiple of 8 * kAcc) columns: xt points at the tile's
+// first column in the packed x (xt_next at the next tile's, prefetched), the weights are panel
+// rows j0.. . Accumulator a of an output element takes the 8-column vectors c with
+// (c / 8) % kAcc == a, in increasing c. They start at zero on the first K chunk, else from
+// accbuf; on the last chunk the horizontal sums (of the accumulators added in order) go to
+// out[i][j], otherwise the accumulators go back to accbuf.
+template <int kNR, int kAcc>
 void PanelTile(const float* xt, const float* xt_next, int64_t kc8, const float* panel, int64_t j0,
                float* accbuf, bool first, bool last, float (*out)[kNR]) {
-  __m256 acc[kMR][kNR];
+  __m256 acc[kMR][kNR][kAcc];
   for (int i = 0; i < kMR; ++i) {
     for (int j = 0; j < kNR; ++j) {
-      acc[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(accbuf + (i * kNR + j) * 8);
+      for (int a = 0; a < kAcc; ++a) {
+        acc[i][j][a] =
+            first ? _mm256_setzero_ps() : _mm256_load_ps(accbuf + ((i * kNR + j) * kAcc + a) * 8);
+      }
     }
   }
   const float* wp = panel + j0 * kKC;  // j0 is a multiple of kNR: one interleaved group
-  for (int64_t k = 0; k < kc8; k += 8) {
-    PrefetchAt(xt_next, k * kMR * sizeof(float));
-    __m256 xv[kMR];
-    for (int i = 0; i < kMR; ++i) {
-      xv[i] = _mm256_loadu_ps(xt + k * kMR + i * 8);
-      KeepInRegister(xv[i]);
-    }
-    for (int j = 0; j < kNR; ++j) {
-      __m256 wv = _mm256_load_ps(wp + k * kNR + j * 8);
-      KeepInRegister(wv);
-      for (int i = 0; i < kMR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+  for (int64_t k0 = 0; k0 < kc8; k0 += 8 * kAcc) {
+    PrefetchAt(xt_next, k0 * kMR * sizeof(float));
+    for (int a = 0; a < kAcc; ++a) {
+      const int64_t k = k0 + 8 * a;
+      __m256 xv[kMR];
+      for (int i = 0; i < kMR; ++i) {
+        xv[i] = _mm256_loadu_ps(xt + k * kMR + i * 8);
+        KeepInRegister(xv[i]);
+      }
+      for (int j = 0; j < kNR; ++j) {
+        __m256 wv = _mm256_load_ps(wp + k * kNR + j * 8);
+        KeepInRegister(wv);
+        for (int i = 0; i < kMR; ++i) acc[i][j][a] = _mm256_fmadd_ps(xv[i], wv, acc[i][j][a]);
+      }
     }
   }
   if (!last) {
     for (int i = 0; i < kMR; ++i) {
-      for (int j = 0; j < kNR; ++j) _mm256_store_ps(accbuf + (i * kNR + j) * 8, acc[i][j]);
+      for (int j = 0; j < kNR; ++j) {
+        for (int a = 0; a < kAcc; ++a) {
+          _mm256_store_ps(accbuf + ((i * kNR + j) * kAcc + a) * 8, acc[i][j][a]);
+        }
+      }
     }
     return;
   }
   for (int i = 0; i < kMR; ++i) {
-    for (int j = 0; j < kNR; ++j) out[i][j] = HorizontalSum(acc[i][j]);
+    for (int j = 0; j < kNR; ++j) {
+      __m256 sum = acc[i][j][0];
+      for (int a = 1; a < kAcc; ++a) sum = _mm256_add_ps(sum, acc[i][j][a]);
+      out[i][j] = HorizontalSum(sum);
+    }
   }
 }
 
-// xpk: x packed by PackXPairs (M rows, K = w.cols).
+// The K of the packed path: w.cols, or for MXFP4 the padded K of the permuted x.
+template <class Row>
+int64_t PackedK(const WeightView& w) {
+  return std::is_same_v<Row, Fp4Row> ? Fp4PaddedK(w.cols) : w.cols;
+}
+
+// xpk: x packed by PackXPairs (M rows, PackedK(w) columns).
 template <class Row>
 void PackedRows(const float* xpk, int64_t M, const WeightView& w, int64_t n0, int64_t n1,
                 const float* bias, float* y, int64_t y_stride, float* scratch) {
-  const int64_t K = w.cols;
+  constexpr int kNR = TileShape<Row>::kNR;
+  constexpr int kAcc = TileShape<Row>::kAcc;
+  const int64_t K = PackedK<Row>(w);
   const int64_t kp = PackedXCols(K);
   float* panel = scratch;
   float* accbuf = scratch + kPanelFloats;
@@ -807,17 +890,18 @@ void PackedRows(const float* xpk, int64_t M, const WeightView& w, int64_t n0, in
       const int64_t mc = std::min(kMC, M - mb);
       for (int64_t kb = 0; kb < K; kb += kKC) {
         const int64_t kc = std::min(kKC, K - kb);
-        const int64_t kc8 = (kc + 7) / 8 * 8;
+        const int64_t kc8 = (kc + 8 * kAcc - 1) / (8 * kAcc) * (8 * kAcc);
         const bool first = kb == 0, last = kb + kc >= K;
         PackPanel<Row>(w, nb, nc, kb, kc, panel);
         // j-group outer: its kNR panel rows stay in L1 while the x block streams from L2.
         for (int64_t j0 = 0; j0 < nc; j0 += kNR) {
           for (int64_t m = mb; m < mb + mc; m += kMR) {
-            float* ab = accbuf + (((m - mb) / kMR) * (kNC / kNR) + j0 / kNR) * (kMR * kNR * 8);
+            float* ab =
+                accbuf + (((m - mb) / kMR) * (kNC / kNR) + j0 / kNR) * (kMR * kNR * kAcc * 8);
             float out[kMR][kNR];
             const float* xt = xpk + m * kp + kb * kMR;
-            PanelTile(xt, m + kMR < mb + mc ? xt + kMR * kp : xpk + mb * kp + kb * kMR, kc8, panel,
-                      j0, ab, first, last, out);
+            PanelTile<kNR, kAcc>(xt, m + kMR < mb + mc ? xt + kMR * kp : xpk + mb * kp + kb * kMR,
+                                 kc8, panel, j0, ab, first, last, out);
             if (!last) continue;
             // Panel rows beyond nc and x rows beyond M are zero padding: computed, never stored.
             const int64_t valid = std::min<int64_t>(kNR, nc - j0);
@@ -840,7 +924,6 @@ size_t AlignUp(size_t v) { return (v + 63) / 64 * 64; }
 size_t PerThreadBytes(int64_t M, const WeightView& w) {
   // Packed path (M > kStreamMaxM) and, in batch-invariant mode, the streaming path in groups of
   // kStreamMaxM rows: reserve what either needs.
-  if (w.dtype == WeightDType::kMXFP4) return 0;  // StreamFp4 needs no scratch
   size_t bytes = M > kStreamMaxM ? AlignUp(kPerThreadBytes) : 0;
   if (w.dtype == WeightDType::kFP8Block && w.scale_dtype == ScaleDType::kE8M0) {
     bytes = std::max(bytes, AlignUp(static_cast<size_t>(kStreamMaxM * w.cols) * sizeof(float)));
@@ -855,10 +938,10 @@ void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& 
   const int threads = pool != nullptr && N > kAlignN ? pool->num_threads() : 1;
   const size_t per_thread = PerThreadBytes(M, w);
   const bool batch_invariant = Env().batch_invariant;
-  const bool packed = !std::is_same_v<Row, Fp4Row> && M > kStreamMaxM && !batch_invariant;
+  const bool packed = M > kStreamMaxM && !batch_invariant;
   float* xpk = reinterpret_cast<float*>(ws);
-  if (packed) PackXPairs(x, x_stride, M, w.cols, xpk);
-  char* thread_scratch = ws + (M > kStreamMaxM ? AlignUp(PackedXBytes(M, w.cols)) : 0);
+  if (packed) PackXPairs(x, x_stride, M, PackedK<Row>(w), xpk);
+  char* thread_scratch = ws + (M > kStreamMaxM ? AlignUp(PackedXBytes(M, PackedK<Row>(w))) : 0);
   auto run = [&](int64_t n0, int64_t n1) {
     // Each range gets its own scratch slot: its index within the static partition.
     int slot = 0;
@@ -869,14 +952,13 @@ void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& 
       }
     }
     float* scratch = reinterpret_cast<float*>(thread_scratch + slot * per_thread);
+    if (packed) {
+      PackedRows<Row>(xpk, M, w, n0, n1, bias, y, y_stride, scratch);
+      return;
+    }
     if constexpr (std::is_same_v<Row, Fp4Row>) {
       StreamFp4(x, x_stride, M, w, n0, n1, bias, y, y_stride);
-      return;
     } else {
-      if (packed) {
-        PackedRows<Row>(xpk, M, w, n0, n1, bias, y, y_stride, scratch);
-        return;
-      }
       // Streaming kernel, up to kStreamMaxM rows at a time (DEEPINFER_BATCH_INVARIANT=1 takes this
       // path for every M).
       // Batch-invariant mode streams one row at a time, so a row's arithmetic can never depend
@@ -911,8 +993,8 @@ size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions&
   } else if (opt.quantize_activations) {
     bytes += AlignUp(static_cast<size_t>(M * w.cols) * 4);
   }
-  if (w.dtype != WeightDType::kMXFP4 && M > kStreamMaxM) {
-    bytes += AlignUp(PackedXBytes(M, w.cols));
+  if (M > kStreamMaxM) {
+    bytes += AlignUp(PackedXBytes(M, w.dtype == WeightDType::kMXFP4 ? Fp4PaddedK(w.cols) : w.cols));
   }
   bytes += PerThreadBytes(M, w) * std::max(1, num_threads);
   return bytes;
