@@ -30,11 +30,11 @@
 //   2^(e-127)·2^120 per 128x128 block and decodes e4m3 by bit placement to e4m3·2^-120, checking
 //   exactness and otherwise using the plain decoder. For F32/BF16/FP8 the same order is used for
 //   every M (the decode path that streams weights and the prefill path that packs them produce
-//   bitwise identical rows). MXFP4 has its own order, used for every M (the weights are always
-//   streamed, up to 4 rows of x at a time): the weight is the exact product fl(e2m1 · 2^(e-127))
-//   (a BF16 number), columns come in 64-column superblocks, and vector v = 2u + o (u = 0..3,
-//   o = 0..1) of a superblock holds in lane l = 4L + d column 2·(16L + 8(u%2) + 2d + o) + u/2;
-//   accumulator a_o takes fma(x_v, w_v, a_o) for u = 0..3, superblock by superblock, and the
+//   bitwise identical rows). MXFP4 has its own order, used for every M (by the streamed decode
+//   path and by the packed prefill path alike): the weight is the exact product fl(e2m1 ·
+//   2^(e-127)) (a BF16 number), columns come in 64-column superblocks, and vector v = 2u + o (u =
+//   0..3, o = 0..1) of a superblock holds in lane l = 4L + d column 2·(16L + 8(u%2) + 2d + o) +
+//   u/2; accumulator a_o takes fma(x_v, w_v, a_o) for u = 0..3, superblock by superblock, and the
 //   row's result is the lane combination below of a_0 + a_1. The work is split along N only
 //   (never K), so the result does not depend on M, on the row's position in the batch or on the
 //   thread count. The scalar reference sums k

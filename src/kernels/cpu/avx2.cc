@@ -194,15 +194,15 @@ struct Fp8RowBits {
   }
 };
 
-// MXFP4 tag for LinearTyped: every M goes to StreamFp4 (below), whose summation order the
-// FP32 panel kernel does not reproduce.
+// MXFP4 tag for LinearTyped: small M goes to StreamFp4 (below), large M to the packed path with
+// TileShape<Fp4Row>, which reproduces StreamFp4's summation order.
 struct Fp4Row {};
 
-// MXFP4 Linear, for every M (the result cannot depend on M, so the prefill panel kernel is never
-// used). Columns come in superblocks of 64: 32 bytes, whose two 128-bit halves are the two
-// 32-column blocks with their own E8M0 scale. The scale is folded into the lookup table, so the
-// decoded weight is the exact product fl(e2m1 · 2^(e-127)) (every such value, subnormals, ±inf
-// for e = 254 and NaN for e = 255 included, is a BF16 number: e2m1 has two significant bits):
+// MXFP4 Linear, small M (the packed path gives the same rows for large M). Columns come in
+// superblocks of 64: 32 bytes, whose two 128-bit halves are the two 32-column blocks with their own
+// E8M0 scale. The scale is folded into the lookup table, so the decoded weight is the exact product
+// fl(e2m1 · 2^(e-127)) (every such value, subnormals, ±inf for e = 254 and NaN for e = 255
+// included, is a BF16 number: e2m1 has two significant bits):
 // - Mxfp4Bf16Tables() holds, for each E8M0 byte e, the high bytes and the low bytes of the 16
 //   BF16 values bf16(e2m1(n) · 2^(e-127)). The table register for a superblock takes the first
 //   block's table in its low half and the second block's in its high half (two broadcasts and a
