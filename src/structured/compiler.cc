@@ -120,6 +120,14 @@ void GrammarCompiler::WorkerLoop() {
       }
       job.entry->result = std::move(result);
       job.entry->done = true;
+      if (job.entry->result.ok()) {
+        auto it = cache_.find(job.key);
+        if (it != cache_.end() && it->second == job.entry) {
+          job.entry->bytes = (*job.entry->result)->MemoryBytes();
+          cached_bytes_ += job.entry->bytes;
+          EvictLocked();
+        }
+      }
       // Failed or cancelled compiles are not cached: the next request retries (and gets the
       // same error, or a complete grammar), never a partial one.
       if (!job.entry->result.ok()) {
@@ -168,16 +176,7 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Get(
       lru_.push_front(key);
       queue_.push_back(Job{key, *std::move(grammar), entry});
       queued = true;
-      // Evict the least recently used finished entries. Pending ones stay (requests wait on
-      // them and their result must stay findable), so the cache may exceed its bound by the
-      // number of compiles in flight.
-      for (auto it = lru_.end(); lru_.size() > options_.max_cache_entries && it != lru_.begin();) {
-        --it;
-        auto victim = cache_.find(*it);
-        if (victim != cache_.end() && !victim->second->done) continue;
-        if (victim != cache_.end()) cache_.erase(victim);
-        it = lru_.erase(it);
-      }
+      EvictLocked();
     }
   }
   if (queued) work_cv_.notify_one();
@@ -190,6 +189,21 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Get(
         absl::StrCat("grammar compilation took longer than ", options_.compile_timeout_ms, " ms"));
   }
   return entry->result;
+}
+
+void GrammarCompiler::EvictLocked() {
+  for (auto it = lru_.end();
+       (lru_.size() > options_.max_cache_entries || cached_bytes_ > options_.max_cache_bytes) &&
+       it != lru_.begin();) {
+    --it;
+    auto victim = cache_.find(*it);
+    if (victim != cache_.end() && !victim->second->done) continue;
+    if (victim != cache_.end()) {
+      cached_bytes_ -= victim->second->bytes;
+      cache_.erase(victim);
+    }
+    it = lru_.erase(it);
+  }
 }
 
 int64_t GrammarCompiler::cache_hits() const {

@@ -60,6 +60,9 @@ class GrammarCompiler {
     int num_threads = 1;
     int64_t compile_timeout_ms = 30000;
     size_t max_cache_entries = 256;
+    // Bound on the compiled grammars' memory (CompiledGrammar::MemoryBytes at the end of their
+    // compile). A grammar larger than this is used by its requests but not kept.
+    size_t max_cache_bytes = size_t{1} << 30;
     // Compute every state's token sets at compile time (slower compile, faster first tokens).
     bool precompute_token_sets = true;
   };
@@ -88,6 +91,7 @@ class GrammarCompiler {
     // The latest deadline (MonotonicNanos) of the requests waiting for this entry: the
     // compile's CompileBudget.
     std::atomic<int64_t> deadline_nanos{0};
+    size_t bytes = 0;  // MemoryBytes() of the result once done; guarded by mu_
   };
   struct Job {
     std::string key;
@@ -95,6 +99,9 @@ class GrammarCompiler {
     std::shared_ptr<Entry> entry;
   };
   void WorkerLoop();
+  // Drops least recently used finished entries while the cache is over either bound (compiles
+  // in flight stay). Requires mu_.
+  void EvictLocked();
   static std::string CacheKey(const ConstraintSpec& spec);
 
   std::shared_ptr<const VocabularyIndex> vocab_;
@@ -107,6 +114,7 @@ class GrammarCompiler {
   std::list<Job> queue_;                                            // guarded by mu_
   bool stop_ = false;                                               // guarded by mu_
   int64_t hits_ = 0, compiles_ = 0;                                 // guarded by mu_
+  size_t cached_bytes_ = 0;  // sum of the cached done entries' bytes; guarded by mu_
   std::vector<std::thread> threads_;
 };
 

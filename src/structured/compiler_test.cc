@@ -4,6 +4,7 @@
 // separate (a cancelled compile vs. one that would run for minutes), never tight measurements.
 #include "structured/compiler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <string>
@@ -129,6 +130,38 @@ TEST(GrammarCompiler, PendingCompilesAreEvictedOnlyOnceDone) {
   EXPECT_EQ(compiler.compiles(), 4);
   ASSERT_OK(compiler.Get(medium).status());  // and now cached
   EXPECT_EQ(compiler.cache_hits(), hits + 1);
+}
+
+// The byte bound: a grammar larger than max_cache_bytes is returned but not kept; with room for
+// one grammar, the least recently used one goes.
+TEST(GrammarCompiler, CacheIsBoundedByBytes) {
+  ConstraintSpec a;
+  a.kind = ConstraintSpec::Kind::kEbnf;
+  a.text = R"(root ::= "x" [a-c]*)";
+  ConstraintSpec b = a;
+  b.text = R"(root ::= "y" [a-c]*)";
+  {
+    GrammarCompiler tiny(LetterVocab(), {.num_threads = 1, .max_cache_bytes = 1});
+    ASSERT_OK_AND_ASSIGN(auto first, tiny.Get(a));
+    EXPECT_GT(first->MemoryBytes(), 1u);
+    ASSERT_OK(tiny.Get(a).status());
+    EXPECT_EQ(tiny.compiles(), 2);  // not cached
+    EXPECT_EQ(tiny.cache_hits(), 0);
+  }
+  GrammarCompiler probe(LetterVocab(), {.num_threads = 1});
+  ASSERT_OK_AND_ASSIGN(auto compiled_a, probe.Get(a));
+  ASSERT_OK_AND_ASSIGN(auto compiled_b, probe.Get(b));
+  const size_t one = std::max(compiled_a->MemoryBytes(), compiled_b->MemoryBytes());
+  GrammarCompiler compiler(LetterVocab(), {.num_threads = 1, .max_cache_bytes = one + one / 2});
+  ASSERT_OK(compiler.Get(a).status());
+  ASSERT_OK(compiler.Get(a).status());
+  EXPECT_EQ(compiler.cache_hits(), 1);  // a is kept
+  ASSERT_OK(compiler.Get(b).status());  // b evicts a
+  ASSERT_OK(compiler.Get(b).status());
+  EXPECT_EQ(compiler.cache_hits(), 2);
+  ASSERT_OK(compiler.Get(a).status());
+  EXPECT_EQ(compiler.cache_hits(), 2);
+  EXPECT_EQ(compiler.compiles(), 3);
 }
 
 TEST(CompileBudget, ExpiresAtItsDeadlineAndFollowsAMovedOne) {

@@ -23,7 +23,8 @@ class EbnfParser {
       SkipSpace();
       if (!Consume("::=")) return Error("expected '::=' after rule name '" + name + "'");
       int id = grammar_.FindRule(name);
-      if (id >= 0 && id < static_cast<int>(defined_.size()) && defined_[id]) return Error("rule '" + name + "' is defined twice");
+      if (id >= 0 && id < static_cast<int>(defined_.size()) && defined_[id])
+        return Error("rule '" + name + "' is defined twice");
       if (id < 0) id = grammar_.AddRule(name);
       if (static_cast<int>(defined_.size()) <= id) defined_.resize(id + 1, false);
       defined_[id] = true;

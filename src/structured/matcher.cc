@@ -720,11 +720,41 @@ const CompiledGrammar::TokenSets* CompiledGrammar::ComputeTokenSets(
                     nullptr, &sets->uncertain)) {
       return nullptr;
     }
-    sets->accepted = std::move(bits);
+    // Most states of schema-heavy grammars (enum values, literal keys) accept a handful of
+    // tokens: a list of ids is then far smaller than the vocabulary-wide mask (16 KiB for 129K
+    // tokens), which would otherwise dominate the grammar's memory.
+    int64_t count = 0;
+    for (uint32_t word : *bits) count += __builtin_popcount(word);
+    if (count < vi.mask_words()) {
+      for (int64_t w = 0; w < vi.mask_words(); ++w) {
+        for (uint32_t word = (*bits)[w]; word != 0; word &= word - 1) {
+          sets->accepted_extra.push_back(static_cast<int32_t>(w * 32 + __builtin_ctz(word)));
+        }
+      }
+    } else {
+      sets->accepted = std::move(bits);
+    }
   }
   std::lock_guard<std::mutex> lock(cache_mu_);
   if (!token_sets_[s]) token_sets_[s] = std::move(sets);
   return token_sets_[s].get();
+}
+
+size_t CompiledGrammar::MemoryBytes() const {
+  size_t bytes = sizeof(*this);
+  for (const State& st : states_) {
+    bytes += sizeof(State) + st.bytes.size() * sizeof(ByteEdge) +
+             st.calls.size() * sizeof(CallEdge) + st.eps.size() * sizeof(int32_t);
+  }
+  for (const std::vector<int32_t>& c : eps_closure_) bytes += c.size() * sizeof(int32_t);
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  for (size_t s = 0; s < token_sets_.size(); ++s) {
+    const TokenSets* t = token_sets_[s].get();
+    if (t == nullptr) continue;
+    bytes += sizeof(TokenSets) + (t->accepted_extra.size() + t->uncertain.size()) * sizeof(int32_t);
+    if (t->accepted != nullptr && origin_[s] < 0) bytes += t->accepted->size() * sizeof(uint32_t);
+  }
+  return bytes;
 }
 
 const CompiledGrammar::TokenSets& CompiledGrammar::TokenSetsOf(int s) const {
@@ -889,8 +919,10 @@ void GrammarMatcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
   std::vector<const std::vector<int32_t>*> uncertain;
   for (int32_t n : cur.nodes) {
     const auto& sets = grammar_->TokenSetsOf(arena_.state(n));
-    const std::vector<uint32_t>& accepted = *sets.accepted;
-    for (size_t w = 0; w < accepted.size(); ++w) bitmask[w] |= accepted[w];
+    if (sets.accepted != nullptr) {
+      const std::vector<uint32_t>& accepted = *sets.accepted;
+      for (size_t w = 0; w < accepted.size(); ++w) bitmask[w] |= accepted[w];
+    }
     for (int32_t id : sets.accepted_extra) bitmask[id >> 5] |= 1u << (id & 31);
     if (!sets.uncertain.empty()) uncertain.push_back(&sets.uncertain);
   }

@@ -99,6 +99,9 @@ class CompiledGrammar {
 
   const VocabularyIndex& vocab() const { return *vocab_; }
   int num_states() const { return static_cast<int>(states_.size()); }
+  // Approximate heap bytes held: the automaton plus the token sets computed so far (a mask
+  // shared by inlined copies counted once). For cache accounting.
+  size_t MemoryBytes() const;
   // Computes the context-independent token sets of every state a matcher can reach now (e.g.
   // on a compiler thread) instead of lazily on first use.
   void Precompute() const;
@@ -122,8 +125,9 @@ class CompiledGrammar {
     bool final = false;  // end of its rule
   };
   struct TokenSets {
-    // Bitmask [mask_words] of accepted tokens; inlined copies of a rule's state share their
-    // origin's (memory: one mask per distinct rule state, not per copy).
+    // Bitmask [mask_words] of accepted tokens, or null when they are few (fewer than
+    // mask_words: then they are all in accepted_extra); inlined copies of a rule's state share
+    // their origin's (memory: one mask per distinct rule state, not per copy).
     std::shared_ptr<const std::vector<uint32_t>> accepted;
     std::vector<int32_t> accepted_extra;  // further accepted token ids
     std::vector<int32_t> uncertain;       // token ids needing a full simulation

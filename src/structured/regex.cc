@@ -19,7 +19,7 @@ const std::vector<CodePointRange>& WordChars() {
 const std::vector<CodePointRange>& Spaces() {
   // ECMA-262 WhiteSpace + LineTerminator.
   static const auto* r = new std::vector<CodePointRange>{
-      {0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
+      {0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
       {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
   return *r;
 }
@@ -140,13 +140,21 @@ class RegexParser {
   absl::StatusOr<std::vector<CodePointRange>> ClassEscape(char e, bool* is_set) {
     *is_set = true;
     switch (e) {
-      case 'd': return Digits();
-      case 'D': return ComplementRanges(NormalizeRanges(Digits()));
-      case 'w': return WordChars();
-      case 'W': return ComplementRanges(NormalizeRanges(WordChars()));
-      case 's': return Spaces();
-      case 'S': return ComplementRanges(NormalizeRanges(Spaces()));
-      default: *is_set = false; return std::vector<CodePointRange>{};
+      case 'd':
+        return Digits();
+      case 'D':
+        return ComplementRanges(NormalizeRanges(Digits()));
+      case 'w':
+        return WordChars();
+      case 'W':
+        return ComplementRanges(NormalizeRanges(WordChars()));
+      case 's':
+        return Spaces();
+      case 'S':
+        return ComplementRanges(NormalizeRanges(Spaces()));
+      default:
+        *is_set = false;
+        return std::vector<CodePointRange>{};
     }
   }
 
@@ -156,7 +164,8 @@ class RegexParser {
       if (e == 'b' || e == 'B') return Error("word boundaries (\\b, \\B) are not supported");
       if (e >= '1' && e <= '9') return Error("backreferences are not supported");
       if (e == 'k') return Error("named backreferences are not supported");
-      if (e == 'p' || e == 'P') return Error("Unicode property escapes (\\p{..}) are not supported");
+      if (e == 'p' || e == 'P')
+        return Error("Unicode property escapes (\\p{..}) are not supported");
       if (e == 'c') return Error("control escapes (\\cX) are not supported");
     }
     size_t used = 0;

@@ -47,7 +47,8 @@ void BM_TokenMask(benchmark::State& state) {
   }
   const int which = static_cast<int>(state.range(0));
   Stopwatch compile_watch;
-  absl::StatusOr<Grammar> grammar = which == 4 ? AnyJsonGrammar(true) : JsonSchemaToGrammar(kSchemas[which]);
+  absl::StatusOr<Grammar> grammar =
+      which == 4 ? AnyJsonGrammar(true) : JsonSchemaToGrammar(kSchemas[which]);
   auto compiled = CompiledGrammar::Compile(*grammar, vocab);
   if (!compiled.ok()) {
     state.SkipWithError(std::string(compiled.status().message()).c_str());
@@ -74,7 +75,8 @@ void BM_TokenMask(benchmark::State& state) {
   }
   std::sort(times_us.begin(), times_us.end());
   state.counters["mask_median_us"] = times_us[times_us.size() / 2];
-  state.counters["mask_p99_us"] = times_us[std::min(times_us.size() - 1, times_us.size() * 99 / 100)];
+  state.counters["mask_p99_us"] =
+      times_us[std::min(times_us.size() - 1, times_us.size() * 99 / 100)];
   state.counters["compile_ms"] = compile_ms;
   state.counters["states"] = (*compiled)->num_states();
 }

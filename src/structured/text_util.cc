@@ -1,14 +1,11 @@
 #include "structured/text_util.h"
 
-#include "common/utf8.h"
-
 #include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 
 namespace deepinfer::structured {
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  AppendUtf8CodePoint(cp, out);
-}
+void AppendUtf8(uint32_t cp, std::string* out) { AppendUtf8CodePoint(cp, out); }
 
 absl::StatusOr<uint32_t> DecodeUtf8(std::string_view s, size_t* len) {
   if (s.empty()) return absl::InvalidArgumentError("unexpected end of text");
@@ -69,12 +66,24 @@ absl::StatusOr<uint32_t> DecodeEscapedChar(std::string_view s, size_t* len) {
   size_t used = 0;
   uint32_t cp;
   switch (e) {
-    case 'n': *len = 2; return '\n';
-    case 'r': *len = 2; return '\r';
-    case 't': *len = 2; return '\t';
-    case 'f': *len = 2; return '\f';
-    case 'v': *len = 2; return '\v';
-    case '0': *len = 2; return 0;
+    case 'n':
+      *len = 2;
+      return '\n';
+    case 'r':
+      *len = 2;
+      return '\r';
+    case 't':
+      *len = 2;
+      return '\t';
+    case 'f':
+      *len = 2;
+      return '\f';
+    case 'v':
+      *len = 2;
+      return '\v';
+    case '0':
+      *len = 2;
+      return 0;
     case 'x': {
       auto v = ParseHex(s.substr(2), 2, &used);
       if (!v.ok()) return v.status();
