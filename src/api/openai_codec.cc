@@ -128,7 +128,10 @@ absl::Status ParseSampling(const Json& obj, SamplingFields* s) {
   RETURN_IF_ERROR(GetInt(obj, "max_tokens", 1, INT32_MAX, &s->max_tokens));
   std::optional<int64_t> mct;
   RETURN_IF_ERROR(GetInt(obj, "max_completion_tokens", 1, INT32_MAX, &mct));
-  if (mct) s->max_tokens = mct;
+  if (mct) {
+    s->max_tokens = mct;
+    s->max_tokens_param = "max_completion_tokens";
+  }
   RETURN_IF_ERROR(GetInt(obj, "min_tokens", 0, INT32_MAX, &s->min_tokens));
   RETURN_IF_ERROR(GetBool(obj, "ignore_eos", &s->ignore_eos));
   RETURN_IF_ERROR(GetBool(obj, "stream", &s->stream));

@@ -39,6 +39,9 @@ struct SamplingFields {
   std::optional<uint64_t> seed;       // [-2^63, 2^64-1], negatives modulo 2^64
   std::vector<std::string> stop;      // non-empty strings
   std::optional<int64_t> max_tokens;  // >= 1 (max_completion_tokens wins over max_tokens)
+  // The request field max_tokens came from, for error params ("max_tokens",
+  // "max_completion_tokens", "max_output_tokens").
+  std::string max_tokens_param = "max_tokens";
   std::optional<int64_t> min_tokens;  // vLLM extension
   bool ignore_eos = false;            // vLLM extension
   bool stream = false;

@@ -596,15 +596,17 @@ absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
                             " in the completion). Please reduce the length of the ", prompt_param,
                             " or completion.")),
                         "context_length_exceeded"),
-          "max_tokens");
+          f.max_tokens_param);
     }
     if (prompt_len + *f.max_tokens > limit) {
-      return WithParam(absl::InvalidArgumentError(absl::StrCat(
-                           "You requested ", prompt_len + *f.max_tokens, " tokens (", prompt_len,
-                           " in the ", prompt_param, ", ", *f.max_tokens,
-                           " in the completion), more than the KV cache of this server holds (",
-                           kv_tokens, " tokens).")),
-                       "max_tokens");
+      return WithParam(
+          WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                            "You requested ", prompt_len + *f.max_tokens, " tokens (", prompt_len,
+                            " in the ", prompt_param, ", ", *f.max_tokens,
+                            " in the completion), more than the KV cache of this server holds (",
+                            kv_tokens, " tokens).")),
+                        "context_length_exceeded"),
+          f.max_tokens_param);
     }
     max_tokens = *f.max_tokens;
   } else {

@@ -287,6 +287,22 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
                "previous_response_id is not supported: this server does not store responses "
                "(store: false); send the full conversation in 'input'");
   }
+  // Output logprobs are not implemented for Responses (they are for Chat Completions and
+  // Completions): say so rather than silently return none.
+  if (const Json* t = Field(obj, "top_logprobs"); t != nullptr && !t->is_null()) {
+    return Bad("top_logprobs",
+               "top_logprobs is not supported on /v1/responses; use /v1/chat/completions with "
+               "logprobs and top_logprobs");
+  }
+  if (const Json* inc = Field(obj, "include"); inc != nullptr && inc->is_array()) {
+    for (const Json& v : *inc) {
+      if (v.is_string() && v.get<std::string>() == "message.output_text.logprobs") {
+        return Bad("include",
+                   "include 'message.output_text.logprobs' is not supported on /v1/responses; "
+                   "use /v1/chat/completions with logprobs");
+      }
+    }
+  }
   s.reset();
   RETURN_IF_ERROR(codec_util::ReadString(obj, "instructions", "instructions", &s));
   if (s) {
@@ -342,6 +358,7 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
     return Bad("top_p", "'top_p' must be in (0, 1]");
   RETURN_IF_ERROR(codec_util::ReadInt(obj, "max_output_tokens", "max_output_tokens", 1, INT32_MAX,
                                       &req.sampling.max_tokens));
+  req.sampling.max_tokens_param = "max_output_tokens";
   RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &req.sampling.seed));
   return req;
 }
@@ -534,7 +551,9 @@ std::vector<Json> ResponsesEncoder::OnEvent(const protocol::OutputEvent& ev) {
       CloseOpen(&out);
       break;
     case Type::kFinish:
-      CloseOpen(&out);
+      // An item cut by max_output_tokens is "incomplete", like the response.
+      CloseOpen(&out,
+                ev.finish_reason == protocol::FinishReason::kLength ? "incomplete" : "completed");
       finished_ = true;
       finish_reason_ = ev.finish_reason;
       error_ = ev.error;

@@ -167,12 +167,14 @@ TEST(ResponsesEncoderTest, LengthIsIncomplete) {
   fin.finish_reason = protocol::FinishReason::kLength;
   std::vector<Json> closing = enc.OnEvent(fin);
   ASSERT_EQ(closing.size(), 3u);  // output_text.done, content_part.done, output_item.done
+  EXPECT_EQ(closing[2]["item"]["status"], "incomplete");  // cut by max_output_tokens
   std::vector<Json> tail = enc.Complete(Usage{1, 1, 0, 0});
   ASSERT_EQ(tail.size(), 1u);
   EXPECT_EQ(tail[0]["type"], "response.incomplete");
   EXPECT_EQ(tail[0]["response"]["status"], "incomplete");
   EXPECT_EQ(U(tail[0]["response"]["incomplete_details"]),
             nlohmann::json::parse(R"({"reason":"max_output_tokens"})"));
+  EXPECT_EQ(tail[0]["response"]["output"][0]["status"], "incomplete");
 }
 
 // A failure mid-item (engine error, shutdown) closes the open item as "incomplete" with its
@@ -290,6 +292,16 @@ TEST(ResponsesRequestTest, PromptErrorsNameTheInputItem) {
       protocol::EncodePrompt(req.conversation, options);
   ASSERT_THAT(encoded, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(ErrorParam(encoded.status()), "input[1].content");
+}
+
+TEST(ResponsesRequestTest, OutputLogprobsAreRejectedNotIgnored) {
+  for (const char* body :
+       {R"({"model":"m","input":"Hi","top_logprobs":3})",
+        R"({"model":"m","input":"Hi","include":["message.output_text.logprobs"]})"}) {
+    absl::StatusOr<ResponsesRequest> req = ParseResponsesRequest(body);
+    EXPECT_THAT(req, StatusIs(absl::StatusCode::kInvalidArgument)) << body;
+  }
+  ASSERT_OK(ParseResponsesRequest(R"({"model":"m","input":"Hi","top_logprobs":null})").status());
 }
 
 TEST(ResponsesRequestTest, BadRole) {

@@ -204,5 +204,10 @@ describe('responses on the demo preset', { skip }, () => {
       model: 'demo', input: 'x', tools: TOOLS, tool_choice: { type: 'function', name: 'nope' },
     }), (e) => bad(e, 'tool_choice.name') && /nope/.test(e.message));
     await assert.rejects(client.responses.create({ ...REQ, seed: 'x' }), (e) => bad(e, 'seed'));
+    // Beyond the context: the error names the Responses field, not Chat's max_tokens.
+    await assert.rejects(client.responses.create({ ...REQ, max_output_tokens: 100000000 }),
+                         (e) => bad(e, 'max_output_tokens') && e.code === 'context_length_exceeded');
+    await assert.rejects(client.responses.create({ ...REQ, top_logprobs: 2 }),
+                         (e) => bad(e, 'top_logprobs'));
   });
 });
