@@ -31,7 +31,7 @@ soak: build
 	cd $(BUILD_DIR) && ctest -L soak --output-on-failure
 
 demo: build
-	@bash scripts/demo.sh "$(MODEL)" "$(PORT)"
+	@DEEPINFER_BIN="$(abspath $(BUILD_DIR))/bin/deepinfer" bash scripts/demo.sh "$(MODEL)" "$(PORT)"
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

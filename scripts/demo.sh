@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 MODEL="${1:-}"
 PORT="${2:-8000}"
 BIN="${DEEPINFER_BIN:-./build/bin/deepinfer}"
+# A setting of this script, not of the server (which warns about unknown DEEPINFER_* variables).
+unset DEEPINFER_BIN
 
 if [[ -z "$MODEL" ]]; then
   MODEL=./models/demo
