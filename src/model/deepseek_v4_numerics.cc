@@ -273,9 +273,12 @@ void DecodeRow(const WeightMatrix& w, int64_t r, float* dst) {
 inline float Dot(const float* a, const float* b, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
-  for (; i <= n - 8; i += 8) {  // not `i + 8 <= n`: GCC 12 then warns of overflow UB
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  const size_t n8 = n > 0 ? static_cast<size_t>(n) / 8 * 8 : 0;
+  // Unsigned bounds: with int64_t ones GCC 12 warns of overflow UB once this is inlined.
+  for (size_t u = 0; u < n8; u += 8) {
+    for (size_t j = 0; j < 8; ++j) acc[j] += a[u + j] * b[u + j];
   }
+  i = static_cast<int64_t>(n8);
   float tail = 0.f;
   for (; i < n; ++i) tail += a[i] * b[i];
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
@@ -284,9 +287,11 @@ inline float Dot(const float* a, const float* b, int64_t n) {
 inline double DotPrecise(const float* a, const float* b, int64_t n) {
   double acc[4] = {0, 0, 0, 0};
   int64_t i = 0;
-  for (; i <= n - 4; i += 4) {
-    for (int j = 0; j < 4; ++j) acc[j] += static_cast<double>(a[i + j]) * b[i + j];
+  const size_t n4 = n > 0 ? static_cast<size_t>(n) / 4 * 4 : 0;
+  for (size_t u = 0; u < n4; u += 4) {
+    for (size_t j = 0; j < 4; ++j) acc[j] += static_cast<double>(a[u + j]) * b[u + j];
   }
+  i = static_cast<int64_t>(n4);
   for (; i < n; ++i) acc[0] += static_cast<double>(a[i]) * b[i];
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
