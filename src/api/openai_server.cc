@@ -1433,43 +1433,29 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     usage.reasoning_tokens = reasoning_tokens;
     return usage;
   };
-  // Responses streaming failure: the open item ends "incomplete", then the terminal
-  // `response.failed` event carries the error and the output so far.
-  auto fail_responses_stream = [&](const absl::Status& st) {
-    write_all(renc->Fail(usage_so_far(), StdView(st.message())));
-    w.EndStream();
-    w.set_status(ErrorInfoFor(st.code()).http_status);
-  };
-  if (end == PumpEnd::kClientGone && w.ServerClosing()) {
-    const absl::Status st = ServerClosingError();
+  // A failure after the response began: the API family's terminal error. Responses streams end
+  // with `response.failed` (the open item closed "incomplete", the output so far); Anthropic
+  // streams with an `error` event; non-streaming requests get the error body.
+  auto fail_started = [&](const absl::Status& st) {
     if (!stream_mode) {
       fail(st);
     } else if (anthropic) {
-      // Anthropic streams report mid-stream failures as an `error` event (overloaded_error).
       w.WriteChunk(absl::StrCat("event: error\ndata: ", AnthropicErrorJson(st), "\n\n"));
       w.EndStream();
       w.set_status(AnthropicErrorInfoFor(st.code()).http_status);
     } else {
-      fail_responses_stream(st);
+      write_all(renc->Fail(usage_so_far(), StdView(st.message())));
+      w.EndStream();
+      w.set_status(ErrorInfoFor(st.code()).http_status);
     }
-    return Finish(record, w.status());
-  }
+    Finish(record, w.status());
+  };
+  if (end == PumpEnd::kClientGone && w.ServerClosing()) return fail_started(ServerClosingError());
   if (end == PumpEnd::kClientGone) {
     w.set_status(499);
     return Finish(record, 499);
   }
-  if (!engine_error.ok()) {
-    if (stream_mode && !anthropic) {
-      fail_responses_stream(engine_error);
-    } else if (stream_mode) {
-      w.WriteChunk(absl::StrCat("event: error\ndata: ", AnthropicErrorJson(engine_error), "\n\n"));
-      w.EndStream();
-      w.set_status(AnthropicErrorInfoFor(engine_error.code()).http_status);
-    } else {
-      fail(engine_error);
-    }
-    return Finish(record, w.status());
-  }
+  if (!engine_error.ok()) return fail_started(engine_error);
   const Usage usage = usage_so_far();
   std::vector<OJson> tail =
       anthropic ? menc->Complete(usage.completion_tokens) : renc->Complete(usage);

@@ -738,15 +738,16 @@ template <class Row>
 void PackPanel(const WeightView& w, int64_t nb, int64_t nc, int64_t kb, int64_t kc, float* panel) {
   constexpr int kNR = TileShape<Row>::kNR;
   constexpr int64_t kStep = kNR * 8;  // floats between consecutive 8-column slices of a row
-  if constexpr (std::is_same_v<Row, Fp4Row>) {
-    const uint8_t* tables = Mxfp4Bf16Tables();
-    for (int64_t j = 0; j < kNC; ++j) {
-      float* dst = panel + (j / kNR) * kNR * kKC + (j % kNR) * 8;
-      if (j >= nc) {
-        for (int64_t k = 0; k < kc; k += 8)
-          _mm256_store_ps(dst + k / 8 * kStep, _mm256_setzero_ps());
-        continue;
-      }
+  const int64_t kc8 = (kc + 7) / 8 * 8;
+  for (int64_t j = 0; j < kNC; ++j) {
+    float* dst = panel + (j / kNR) * kNR * kKC + (j % kNR) * 8;
+    if (j >= nc) {
+      for (int64_t k = 0; k < kc8; k += 8)
+        _mm256_store_ps(dst + k / 8 * kStep, _mm256_setzero_ps());
+      continue;
+    }
+    if constexpr (std::is_same_v<Row, Fp4Row>) {
+      const uint8_t* tables = Mxfp4Bf16Tables();
       const uint8_t* p = static_cast<const uint8_t*>(w.data) + (nb + j) * (w.cols / 2);
       const uint8_t* sc = static_cast<const uint8_t*>(w.scales) + (nb + j) * (w.cols / 32);
       for (int64_t k = 0; k < kc; k += kFp4Super) {
@@ -761,16 +762,7 @@ void PackPanel(const WeightView& w, int64_t nb, int64_t nc, int64_t kb, int64_t 
           _mm256_store_ps(dst + (k / 8 + 2 * u + 1) * kStep, Fp4Odd(words[u]));
         }
       }
-    }
-  } else {
-    const int64_t kc8 = (kc + 7) / 8 * 8;
-    for (int64_t j = 0; j < kNC; ++j) {
-      float* dst = panel + (j / kNR) * kNR * kKC + (j % kNR) * 8;
-      if (j >= nc) {
-        for (int64_t k = 0; k < kc8; k += 8)
-          _mm256_store_ps(dst + k / 8 * kStep, _mm256_setzero_ps());
-        continue;
-      }
+    } else {
       const Row row(w, nb + j);
       int64_t k = 0;
       for (; k + 32 <= kc; k += 32) {
