@@ -1,7 +1,9 @@
 #include "api/openai_codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -148,10 +150,18 @@ absl::Status ParseSampling(const Json& obj, SamplingFields* s) {
   }
   if (const Json* lb = Field(obj, "logit_bias")) {
     if (!lb->is_object()) return WrongType("logit_bias", "an object mapping token ids to numbers");
+    std::unordered_set<int32_t> seen;
     for (auto it = lb->begin(); it != lb->end(); ++it) {
+      // Decimal digits only: SimpleAtoi alone would also take " 5", "+5" and "-0".
+      const std::string& key = it.key();
       int32_t id = 0;
-      if (!absl::SimpleAtoi(it.key(), &id) || id < 0) {
-        return Bad("logit_bias", absl::StrCat("logit_bias key '", it.key(), "' is not a token id"));
+      if (key.empty() || key.size() > 10 ||
+          !std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+          !absl::SimpleAtoi(key, &id)) {
+        return Bad("logit_bias", absl::StrCat("logit_bias key '", key, "' is not a token id"));
+      }
+      if (!seen.insert(id).second) {
+        return Bad("logit_bias", absl::StrCat("logit_bias names token id ", id, " twice"));
       }
       if (!it.value().is_number()) return WrongType("logit_bias", "an object of numbers");
       double b = it.value().get<double>();

@@ -72,6 +72,14 @@ TEST(OpenAiCodecTest, WrongTypesAre400NamingTheParam) {
       {R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", "stop"},
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [], "model": "m"})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {" 5": 1}})",
+       "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"+5": 1}})",
+       "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"-0": 1}})",
+       "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": 1, "05": 2}})",
+       "logit_bias"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<ChatCompletionRequest> r = ParseChatCompletionRequest(c.body);
