@@ -19,6 +19,7 @@
 
 #include "benchmark/benchmark.h"
 #include "common/clock.h"
+#include "common/cpu_features.h"
 #include "common/thread_pool.h"
 #include "kernels/formats.h"
 #include "kernels/ops.h"
@@ -77,12 +78,37 @@ BandwidthBuffer& BwBuffer() {
   return *b;
 }
 
-// Each thread runs 10 independent 8-lane FMA chains (enough to cover the FMA latency).
+// 10 independent 16-lane FMA chains for `iters` steps (the AVX-512 kernels' peak: the kernels
+// use zmm FMAs when ActiveIsa() is kAvx512, so the roofline must too). Returns a value that
+// depends on the chains.
+__attribute__((target("avx512f"))) float FmaChains512(int64_t iters) {
+  __m512 acc[10];
+  for (int i = 0; i < 10; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+  for (int64_t k = 0; k < iters; ++k) {
+    for (int i = 0; i < 10; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, a);
+  }
+  float s = 0;
+  alignas(64) float lanes[16];
+  for (int i = 0; i < 10; ++i) {
+    _mm512_store_ps(lanes, acc[i]);
+    s += lanes[0];
+  }
+  return s;
+}
+
+// Each thread runs 10 independent FMA chains (enough to cover the FMA latency), 8 lanes wide,
+// or 16 where the kernels run AVX-512.
 double FmaOnce(int64_t iters) {
   std::atomic<int> sink{0};
   const int threads = Pool()->num_threads();
+  const bool zmm = ActiveIsa() >= IsaLevel::kAvx512;
   Pool()->ParallelFor(threads, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
+      if (zmm) {
+        sink += FmaChains512(iters) > 1e30f;
+        continue;
+      }
       __m256 acc[10];
       for (int i = 0; i < 10; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
       const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
@@ -94,7 +120,7 @@ double FmaOnce(int64_t iters) {
       sink += s > 1e30f;
     }
   });
-  return static_cast<double>(threads) * iters * 10 * 8 * 2;  // flops
+  return static_cast<double>(threads) * iters * 10 * (zmm ? 16 : 8) * 2;  // flops
 }
 
 // Median-of-5 measurements taken before the benchmarks run, so ratios can be printed.
@@ -122,8 +148,10 @@ void MeasureLimits() {
   std::sort(bw.begin(), bw.end());
   std::sort(fl.begin(), fl.end());
   MeasuredLimits() = {bw[2], fl[2]};
-  std::printf("measured limits (%d threads): read bandwidth %.2f GB/s, FMA peak %.2f GFLOP/s\n",
-              Pool()->num_threads(), bw[2], fl[2]);
+  std::printf(
+      "measured limits (%d threads, kernels: %s): read bandwidth %.2f GB/s, FMA peak %.2f "
+      "GFLOP/s\n",
+      Pool()->num_threads(), IsaName(ActiveIsa()), bw[2], fl[2]);
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {

@@ -12,6 +12,10 @@ namespace {
 CpuFeatures Detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  // Vendor string: EBX, EDX, ECX = "Auth" "enti" "cAMD" / "Hygo" "nGen" "uine".
+  f.fast_subnormal_fma = (b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163) ||
+                         (b == 0x6f677948 && d == 0x6e65476e && c == 0x656e6975);
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = (c >> 27) & 1;
   f.fma = (c >> 12) & 1;
@@ -60,10 +64,14 @@ IsaLevel ActiveIsa() {
 
 const char* IsaName(IsaLevel isa) {
   switch (isa) {
-    case IsaLevel::kAuto: return "auto";
-    case IsaLevel::kScalar: return "scalar";
-    case IsaLevel::kAvx2: return "avx2";
-    case IsaLevel::kAvx512: return "avx512";
+    case IsaLevel::kAuto:
+      return "auto";
+    case IsaLevel::kScalar:
+      return "scalar";
+    case IsaLevel::kAvx2:
+      return "avx2";
+    case IsaLevel::kAvx512:
+      return "avx512";
   }
   return "?";
 }

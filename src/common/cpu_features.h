@@ -21,6 +21,10 @@ struct CpuFeatures {
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
   bool avx512_vbmi = false;
+  // AMD (and Hygon) cores multiply FP32 subnormal inputs at full speed; Intel cores take a
+  // microcode assist for each such FMA (about 100x slower), so kernels that would feed
+  // subnormals to FMAs (the AVX2 FP8 bit-placement decoder) are used on AMD only.
+  bool fast_subnormal_fma = false;
 };
 
 // Features reported by this CPU (detected once; thread-safe).

@@ -5,16 +5,32 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
 
 #include "common/check.h"
 #include "common/cpu_features.h"
+#include "common/logging.h"
 #include "kernels/cpu/avx2.h"
+#include "kernels/cpu/avx512.h"
 #include "kernels/cpu/reference.h"
 
 namespace deepinfer::kernels {
 namespace {
 
 bool UseAvx2() { return ActiveIsa() >= IsaLevel::kAvx2; }
+// AVX-512 kernels, once they have passed avx512::SelfCheck on this machine (run once, on first
+// use; a failure is logged and the AVX2 kernels are used instead).
+bool UseAvx512() {
+  if (ActiveIsa() < IsaLevel::kAvx512) return false;
+  static const bool passed = [] {
+    std::string failure;
+    if (avx512::SelfCheck(&failure)) return true;
+    LOG(ERROR) << "AVX-512 kernels failed their self-check (" << failure
+               << "); using the AVX2 kernels";
+    return false;
+  }();
+  return passed;
+}
 
 void CheckWeight(const WeightView& w) {
   CHECK(w.data != nullptr || w.rows * w.cols == 0) << "weight view without data";
@@ -107,6 +123,9 @@ void DequantizeWeightToBf16(const WeightView& w, uint16_t* out) {
 
 size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
                             const ThreadPool* pool) {
+  if (UseAvx512()) {
+    return avx512::LinearWorkspaceBytes(M, w, opt, pool ? pool->num_threads() : 1);
+  }
   if (UseAvx2()) {
     return avx2::LinearWorkspaceBytes(M, w, opt, pool ? pool->num_threads() : 1);
   }
@@ -121,6 +140,10 @@ void Linear(const float* x, int64_t M, const WeightView& w, float* y, const Line
   CHECK(workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 64 == 0)
       << "Linear workspace must be 64-byte aligned";
   if (M == 0 || w.rows == 0) return;
+  if (UseAvx512()) {
+    avx512::Linear(x, M, w, y, opt, pool, workspace, workspace_bytes);
+    return;
+  }
   if (UseAvx2()) {
     avx2::Linear(x, M, w, y, opt, pool, workspace, workspace_bytes);
     return;
@@ -132,6 +155,7 @@ void Linear(const float* x, int64_t M, const WeightView& w, float* y, const Line
 // Conversions and quantisation simulations
 
 void RoundToBf16(float* x, int64_t n) {
+  if (UseAvx512()) return avx512::RoundToBf16(x, n);
   if (UseAvx2()) return avx2::RoundToBf16(x, n);
   ref::RoundToBf16(x, n);
 }
@@ -145,6 +169,7 @@ void F32ToBf16(const float* in, uint16_t* out, int64_t n) {
 }
 
 void ActQuantFp8Sim(float* x, int64_t rows, int64_t cols, int64_t block) {
+  if (UseAvx512()) return avx512::ActQuantFp8Sim(x, rows, cols, block);
   if (UseAvx2()) return avx2::ActQuantFp8Sim(x, rows, cols, block);
   ref::ActQuantFp8Sim(x, rows, cols, block);
 }
@@ -163,17 +188,20 @@ void HadamardTransform(float* x, int64_t rows, int64_t n) { ref::HadamardTransfo
 // Norms
 
 void RmsNorm(const float* x, float* y, int64_t rows, int64_t dim, float eps) {
+  if (UseAvx512()) return avx512::RmsNorm(x, y, rows, dim, nullptr, nullptr, eps);
   if (UseAvx2()) return avx2::RmsNorm(x, y, rows, dim, nullptr, nullptr, eps);
   ref::RmsNorm(x, y, rows, dim, nullptr, nullptr, eps);
 }
 
 void RmsNorm(const float* x, float* y, int64_t rows, int64_t dim, const float* weight, float eps) {
+  if (UseAvx512()) return avx512::RmsNorm(x, y, rows, dim, weight, nullptr, eps);
   if (UseAvx2()) return avx2::RmsNorm(x, y, rows, dim, weight, nullptr, eps);
   ref::RmsNorm(x, y, rows, dim, weight, nullptr, eps);
 }
 
 void RmsNormBf16Weight(const float* x, float* y, int64_t rows, int64_t dim, const uint16_t* weight,
                        float eps) {
+  if (UseAvx512()) return avx512::RmsNorm(x, y, rows, dim, nullptr, weight, eps);
   if (UseAvx2()) return avx2::RmsNorm(x, y, rows, dim, nullptr, weight, eps);
   ref::RmsNorm(x, y, rows, dim, nullptr, weight, eps);
 }
@@ -227,6 +255,7 @@ void ApplyRope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, in
 // Activations, elementwise, selection, gather
 
 void Softmax(float* x, int64_t rows, int64_t n) {
+  if (UseAvx512()) return avx512::Softmax(x, rows, n);
   if (UseAvx2()) return avx2::Softmax(x, rows, n);
   ref::Softmax(x, rows, n);
 }
@@ -238,6 +267,7 @@ constexpr int64_t kLanes = 8;
 }  // namespace
 
 void Silu(float* x, int64_t n) {
+  if (UseAvx512()) return avx512::Silu(x, n);
   if (UseAvx2()) {
     const int64_t main = n / kLanes * kLanes;
     avx2::Silu(x, main);
@@ -252,6 +282,7 @@ void Silu(float* x, int64_t n) {
   ref::Silu(x, n);
 }
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n, float limit) {
+  if (UseAvx512()) return avx512::SwiGlu(gate, up, out, n, limit);
   if (UseAvx2()) {
     const int64_t main = n / kLanes * kLanes;
     avx2::SwiGlu(gate, up, out, main, limit);
@@ -268,14 +299,17 @@ void SwiGlu(const float* gate, const float* up, float* out, int64_t n, float lim
 }
 
 void Add(const float* a, const float* b, float* out, int64_t n) {
+  if (UseAvx512()) return avx512::Add(a, b, out, n);
   if (UseAvx2()) return avx2::Add(a, b, out, n);
   ref::Add(a, b, out, n);
 }
 void Scale(float* x, float s, int64_t n) {
+  if (UseAvx512()) return avx512::Scale(x, s, n);
   if (UseAvx2()) return avx2::Scale(x, s, n);
   ref::Scale(x, s, n);
 }
 void Axpy(float a, const float* x, float* y, int64_t n) {
+  if (UseAvx512()) return avx512::Axpy(a, x, y, n);
   if (UseAvx2()) {
     const int64_t main = n / kLanes * kLanes;
     avx2::Axpy(a, x, y, main);
@@ -331,7 +365,10 @@ void AttentionGqa(const float* q, int64_t n_q_heads, int64_t n_kv_heads, int64_t
   CHECK(n_kv_heads > 0 && n_q_heads % n_kv_heads == 0)
       << "query heads " << n_q_heads << " not a multiple of kv heads " << n_kv_heads;
   auto run = [&](int64_t h0, int64_t h1) {
-    if (UseAvx2()) {
+    if (UseAvx512()) {
+      avx512::Attention(q, n_q_heads, n_kv_heads, head_dim, k_rows, v_rows, n_keys, opt, out,
+                        workspace, h0, h1);
+    } else if (UseAvx2()) {
       avx2::Attention(q, n_q_heads, n_kv_heads, head_dim, k_rows, v_rows, n_keys, opt, out,
                       workspace, h0, h1);
     } else {

@@ -10,12 +10,14 @@
 //   shape is a bug in the caller; file-level validation happens in the loaders, which can use
 //   WeightDataBytes/WeightScaleCount below).
 // - Each op has a scalar reference in cpu/reference.h (the test oracle) and, where it matters,
-//   an AVX2 version; the version is chosen at run time from ActiveIsa() (common/cpu_features.h,
-//   capped by DEEPINFER_FORCE_ISA). AVX-512 is never selected by this backend yet. AVX2
-//   versions exist for Linear, RoundToBf16, ActQuantFp8Sim, RmsNorm, Softmax, Silu, SwiGlu,
-//   Add/Scale/Axpy and attention; KvFp8Sim, Fp4Sim, Hadamard, RoPE, TopK (O(n log k) heap),
-//   EmbeddingGather and the dequantisers run the same scalar code on every ISA (small or
-//   memory-bound per call).
+//   an AVX2 version (cpu/avx2.h) and an AVX-512 version (cpu/avx512.h: F, BW, VL, DQ); the
+//   version is chosen at run time from ActiveIsa() (common/cpu_features.h, capped by
+//   DEEPINFER_FORCE_ISA=scalar|avx2|avx512). Vector versions exist for Linear, RoundToBf16,
+//   ActQuantFp8Sim, RmsNorm, Softmax, Silu, SwiGlu, Add/Scale/Axpy and attention; KvFp8Sim,
+//   Fp4Sim, Hadamard, RoPE, TopK (O(n log k) heap), EmbeddingGather and the dequantisers run the
+//   same scalar code on every ISA (small or memory-bound per call). AVX512_BF16 / VNNI dot
+//   products are not used: they would round the FP32 activations (BF16) or need integer ones,
+//   and the products here are exact FP32 products of the reference's values.
 // - Threads: ops that take a ThreadPool* split their work with its static ParallelFor; nullptr
 //   means "run on the calling thread".
 //
@@ -39,9 +41,18 @@
 //   (never K), so the result does not depend on M, on the row's position in the batch or on the
 //   thread count. The scalar reference sums k
 //   sequentially (a different but equally fixed order).
+// - Linear on AVX-512 (a different, equally fixed order; results differ from the AVX2 ones in
+//   the last bits, but never between M, rows, threads or kernels on one machine): 16 lanes, lane
+//   l sums k = l, l+16, ... by FMAs (tail zero-padded), then lanes l and l+8 are added and the
+//   8 sums combined as above. MXFP4: in each 32-column block, vector 0 holds the even columns
+//   (lane j: column 2j) and vector 1 the odd ones (column 2j + 1); accumulator a_o takes vector
+//   o, block by block, and the result is the lane combination of a_0 + a_1. The weight values
+//   (and so every product) are the same as on AVX2.
 // - Row-wise ops (norms, softmax, quantisers, RoPE, attention per query) process each row
-//   independently with a fixed order (8-lane partial sums combined as above for the vector
-//   path).
+//   independently with a fixed order (8-lane partial sums combined as above for the AVX2 path;
+//   16-lane partial sums folded to 8 (l + l+8) and then combined as above for AVX-512).
+//   Elementwise ops compute each element with the same instructions on both ISAs (bitwise
+//   equal results).
 #ifndef DEEPINFER_KERNELS_OPS_H_
 #define DEEPINFER_KERNELS_OPS_H_
 

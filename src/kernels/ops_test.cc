@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numbers>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 #include "common/cpu_features.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/avx2.h"
+#include "kernels/cpu/avx512.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/formats.h"
 #include "kernels/workspace.h"
@@ -34,6 +36,31 @@ double RelError(const std::vector<float>& out, const std::vector<float>& ref) {
 }
 
 bool HaveAvx2() { return ActiveIsa() >= IsaLevel::kAvx2; }
+
+// The vectorised Linear implementations this CPU can run (AVX2, and AVX-512 where present), so
+// that each Linear test checks every one of them directly, not only the one the dispatcher picks.
+struct VectorLinear {
+  const char* name;
+  size_t (*workspace_bytes)(int64_t, const WeightView&, const LinearOptions&, int);
+  void (*linear)(const float*, int64_t, const WeightView&, float*, const LinearOptions&,
+                 ThreadPool*, void*, size_t);
+  // Runs the product with a workspace sized for `threads` (the pool's thread count, 1 if null).
+  void Run(const float* x, int64_t M, const WeightView& w, float* y, const LinearOptions& opt,
+           ThreadPool* pool, Workspace& ws) const {
+    const size_t bytes = workspace_bytes(M, w, opt, pool != nullptr ? pool->num_threads() : 1);
+    linear(x, M, w, y, opt, pool, ws.Get(bytes), bytes);
+  }
+};
+std::vector<VectorLinear> VectorLinears() {
+  std::vector<VectorLinear> v;
+  if (ActiveIsa() >= IsaLevel::kAvx2) {
+    v.push_back({"avx2", &avx2::LinearWorkspaceBytes, &avx2::Linear});
+  }
+  if (ActiveIsa() >= IsaLevel::kAvx512) {
+    v.push_back({"avx512", &avx512::LinearWorkspaceBytes, &avx512::Linear});
+  }
+  return v;
+}
 
 // Sets DEEPINFER_BATCH_INVARIANT for the scope of a test and restores the previous config.
 class BatchInvariantScope {
@@ -196,18 +223,28 @@ TEST_P(LinearVsReferenceTest, MatchesScalarReference) {
 
   ThreadPool pool(2);
   // Both kernel choices for M > 4: packed panels, and streaming (batch-invariant mode).
-  for (bool invariant : {false, true}) {
-    BatchInvariantScope scope(invariant);
-    std::vector<float> out(c.M * c.N, -1.0f);
-    const size_t bytes = avx2::LinearWorkspaceBytes(c.M, w.view, opt, pool.num_threads());
-    avx2::Linear(x.data(), c.M, w.view, out.data(), opt, &pool, ws.Get(bytes), bytes);
-    EXPECT_LE(RelError(out, ref_out), kLinearRelBound) << CaseName(c) << " invariant " << invariant;
-    for (float v : out) ASSERT_TRUE(std::isfinite(v));
+  for (const VectorLinear& impl : VectorLinears()) {
+    for (bool invariant : {false, true}) {
+      BatchInvariantScope scope(invariant);
+      std::vector<float> out(c.M * c.N, -1.0f);
+      impl.Run(x.data(), c.M, w.view, out.data(), opt, &pool, ws);
+      EXPECT_LE(RelError(out, ref_out), kLinearRelBound)
+          << impl.name << " " << CaseName(c) << " invariant " << invariant;
+      for (float v : out) ASSERT_TRUE(std::isfinite(v)) << impl.name;
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, LinearVsReferenceTest, ::testing::ValuesIn(LinearCases()),
                          [](const auto& info) { return CaseName(info.param); });
+
+// The dispatcher silently falls back to AVX2 when the AVX-512 self-check fails (ops.cc), so on
+// an AVX-512 machine the check itself must pass here, loudly.
+TEST(Avx512Test, SelfCheckPasses) {
+  if (ActiveIsa() < IsaLevel::kAvx512) GTEST_SKIP() << "needs AVX-512 F/BW/VL/DQ";
+  std::string failure;
+  EXPECT_TRUE(avx512::SelfCheck(&failure)) << failure;
+}
 
 // Batch invariance (issue #3): the same row alone and inside batches of 3, 17 and 64 rows at
 // different positions, with 1, 2 and 3 threads, gives bitwise identical outputs.
@@ -297,20 +334,21 @@ TEST(LinearDecodeTest, Fp8AllCodesExact) {
         WeightDType::kFP8Block, codes.data(), scales.data(), ScaleDType::kE8M0, N, K};
     for (int64_t M = 1; M <= 4; ++M) {
       for (int64_t col : {int64_t{0}, int64_t{37}, int64_t{130}, int64_t{133}, int64_t{140}}) {
-        // Row m of x is one-hot at column (col + m) % K.
-        std::vector<float> x(M * K, 0.0f), y(M * N, -1.0f);
-        for (int64_t m = 0; m < M; ++m) x[m * K + (col + m) % K] = 1.0f;
-        Workspace ws;
-        const size_t bytes = avx2::LinearWorkspaceBytes(M, w, LinearOptions(), 1);
-        avx2::Linear(x.data(), M, w, y.data(), LinearOptions(), nullptr, ws.Get(bytes), bytes);
-        for (int64_t m = 0; m < M; ++m) {
-          const int64_t k = (col + m) % K;
-          for (int64_t n = 0; n < N; ++n) {
-            const uint8_t c = static_cast<uint8_t>(n);
-            const float v = (c & 0x7F) == 0x7F ? 0.0f : Fp8E4m3ToFloat(c);
-            const float expect = v * E8m0ToFloat(scales[(n / 128) * 2 + k / 128]);
-            ASSERT_EQ(y[m * N + n], expect)
-                << "code " << n << " e0 " << e0 << " M " << M << " k " << k;
+        for (const VectorLinear& impl : VectorLinears()) {
+          // Row m of x is one-hot at column (col + m) % K.
+          std::vector<float> x(M * K, 0.0f), y(M * N, -1.0f);
+          for (int64_t m = 0; m < M; ++m) x[m * K + (col + m) % K] = 1.0f;
+          Workspace ws;
+          impl.Run(x.data(), M, w, y.data(), LinearOptions(), nullptr, ws);
+          for (int64_t m = 0; m < M; ++m) {
+            const int64_t k = (col + m) % K;
+            for (int64_t n = 0; n < N; ++n) {
+              const uint8_t c = static_cast<uint8_t>(n);
+              const float v = (c & 0x7F) == 0x7F ? 0.0f : Fp8E4m3ToFloat(c);
+              const float expect = v * E8m0ToFloat(scales[(n / 128) * 2 + k / 128]);
+              ASSERT_EQ(y[m * N + n], expect)
+                  << impl.name << " code " << n << " e0 " << e0 << " M " << M << " k " << k;
+            }
           }
         }
       }
@@ -339,31 +377,34 @@ TEST(LinearDecodeTest, Mxfp4AllCodesExact) {
     BatchInvariantScope scope(invariant);
     for (int64_t M : {1, 2, 3, 4, 6}) {
       for (int64_t col : {0, 1, 30, 33, 62, 63, 64, 95}) {
-        std::vector<float> x(M * K, 0.0f), y(M * N, -1.0f);
-        for (int64_t m = 0; m < M; ++m) x[m * K + (col + 2 * m) % K] = 1.0f;
-        Workspace ws;
-        const size_t bytes = avx2::LinearWorkspaceBytes(M, w, LinearOptions(), 1);
-        avx2::Linear(x.data(), M, w, y.data(), LinearOptions(), nullptr, ws.Get(bytes), bytes);
-        for (int64_t m = 0; m < M; ++m) {
-          const int64_t k = (col + 2 * m) % K;
-          for (int64_t n = 0; n < N; ++n) {
-            const int c = static_cast<int>(n % 16);
-            const float v = kFp4E2m1Table[k % 2 == 0 ? c : 15 - c];
-            const float expect = v * E8m0ToFloat(scales[n * (K / 32) + k / 32]);
-            // A weight that overflows FP32 (6 · 2^127 with e = 254) is ±inf, and 0 · inf makes
-            // the row NaN, as in the dequantise-then-multiply reference (ref::WeightAt).
-            bool row_overflows = false;
-            for (int64_t b = 0; b < K / 32; ++b) {
-              const float s = E8m0ToFloat(scales[n * (K / 32) + b]);
-              row_overflows |=
-                  std::isinf(kFp4E2m1Table[c] * s) || std::isinf(kFp4E2m1Table[15 - c] * s);
+        for (const VectorLinear& impl : VectorLinears()) {
+          std::vector<float> x(M * K, 0.0f), y(M * N, -1.0f);
+          for (int64_t m = 0; m < M; ++m) x[m * K + (col + 2 * m) % K] = 1.0f;
+          Workspace ws;
+          impl.Run(x.data(), M, w, y.data(), LinearOptions(), nullptr, ws);
+          for (int64_t m = 0; m < M; ++m) {
+            const int64_t k = (col + 2 * m) % K;
+            for (int64_t n = 0; n < N; ++n) {
+              const int c = static_cast<int>(n % 16);
+              const float v = kFp4E2m1Table[k % 2 == 0 ? c : 15 - c];
+              const float expect = v * E8m0ToFloat(scales[n * (K / 32) + k / 32]);
+              // A weight that overflows FP32 (6 · 2^127 with e = 254) is ±inf, and 0 · inf makes
+              // the row NaN, as in the dequantise-then-multiply reference (ref::WeightAt).
+              bool row_overflows = false;
+              for (int64_t b = 0; b < K / 32; ++b) {
+                const float s = E8m0ToFloat(scales[n * (K / 32) + b]);
+                row_overflows |=
+                    std::isinf(kFp4E2m1Table[c] * s) || std::isinf(kFp4E2m1Table[15 - c] * s);
+              }
+              if (row_overflows) {
+                ASSERT_TRUE(std::isnan(y[m * N + n]))
+                    << impl.name << " n " << n << " M " << M << " k " << k;
+                continue;
+              }
+              ASSERT_EQ(FloatBits(y[m * N + n] + 0.0f), FloatBits(expect + 0.0f))
+                  << impl.name << " n " << n << " M " << M << " k " << k << " invariant "
+                  << invariant;
             }
-            if (row_overflows) {
-              ASSERT_TRUE(std::isnan(y[m * N + n])) << "n " << n << " M " << M << " k " << k;
-              continue;
-            }
-            ASSERT_EQ(FloatBits(y[m * N + n] + 0.0f), FloatBits(expect + 0.0f))
-                << "n " << n << " M " << M << " k " << k << " invariant " << invariant;
           }
         }
       }
@@ -419,11 +460,13 @@ TEST(LinearDecodeTest, ZeroBlocksGiveBias) {
       LinearOptions opt;
       opt.bias = bias.data();
       opt.quantize_activations = q;
-      std::vector<float> x = RandomVector(3 * w.cols, rng), y(3 * N);
-      Workspace ws;
-      const size_t bytes = avx2::LinearWorkspaceBytes(3, w, opt, 1);
-      avx2::Linear(x.data(), 3, w, y.data(), opt, nullptr, ws.Get(bytes), bytes);
-      for (int64_t i = 0; i < 3 * N; ++i) EXPECT_EQ(y[i], bias[i % N]) << i;
+      std::vector<float> x = RandomVector(3 * w.cols, rng);
+      for (const VectorLinear& impl : VectorLinears()) {
+        std::vector<float> y(3 * N);
+        Workspace ws;
+        impl.Run(x.data(), 3, w, y.data(), opt, nullptr, ws);
+        for (int64_t i = 0; i < 3 * N; ++i) EXPECT_EQ(y[i], bias[i % N]) << impl.name << " " << i;
+      }
     }
   }
 }
@@ -447,20 +490,186 @@ TEST(LinearDecodeTest, Fp8FastPathMatchesReferenceAndPackedPath) {
       Workspace ws;
       size_t bytes = ref::LinearWorkspaceBytes(M, w.view, opt);
       ref::Linear(x.data(), M, w.view, ref_out.data(), opt, ws.Get(bytes), bytes);
-      bytes = avx2::LinearWorkspaceBytes(M, w.view, opt, 2);
-      avx2::Linear(x.data(), M, w.view, packed.data(), opt, &pool, ws.Get(bytes), bytes);
-      for (int64_t mr = 1; mr <= 4; ++mr) {  // streamed in groups of mr rows
-        std::vector<float> streamed(M * N);
-        for (int64_t m = 0; m < M; m += mr) {
-          const int64_t rows = std::min(mr, M - m);
-          bytes = avx2::LinearWorkspaceBytes(rows, w.view, opt, 2);
-          avx2::Linear(x.data() + m * K, rows, w.view, streamed.data() + m * N, opt, &pool,
-                       ws.Get(bytes), bytes);
+      for (const VectorLinear& impl : VectorLinears()) {
+        impl.Run(x.data(), M, w.view, packed.data(), opt, &pool, ws);
+        for (int64_t mr = 1; mr <= 4; ++mr) {  // streamed in groups of mr rows
+          std::vector<float> streamed(M * N);
+          for (int64_t m = 0; m < M; m += mr) {
+            const int64_t rows = std::min(mr, M - m);
+            impl.Run(x.data() + m * K, rows, w.view, streamed.data() + m * N, opt, &pool, ws);
+          }
+          EXPECT_LE(RelError(streamed, ref_out), kLinearRelBound)
+              << impl.name << " K " << K << " q " << q;
+          for (int64_t i = 0; i < M * N; ++i) {
+            ASSERT_EQ(FloatBits(streamed[i]), FloatBits(packed[i]))
+                << impl.name << " K " << K << " q " << q << " mr " << mr << " i " << i;
+          }
         }
-        EXPECT_LE(RelError(streamed, ref_out), kLinearRelBound) << "K " << K << " q " << q;
-        for (int64_t i = 0; i < M * N; ++i) {
-          ASSERT_EQ(FloatBits(streamed[i]), FloatBits(packed[i]))
-              << "K " << K << " q " << q << " mr " << mr << " i " << i;
+      }
+    }
+  }
+}
+
+// ops.h: for every format the streamed (decode) and packed (prefill) kernels give bitwise the
+// same row, so a row's output does not depend on M even without DEEPINFER_BATCH_INVARIANT.
+// Every format and both scale types, K with and without a vector tail, each vectorised
+// implementation; the packed result is also checked against the scalar reference.
+TEST(LinearDecodeTest, PackedPathMatchesStreamedBitwise) {
+  BatchInvariantScope scope(false);
+  ThreadPool pool(2);
+  struct Fmt {
+    WeightDType d;
+    ScaleDType s;
+    int64_t K;
+  };
+  const Fmt fmts[] = {{WeightDType::kF32, ScaleDType::kE8M0, 77},
+                      {WeightDType::kF32, ScaleDType::kE8M0, 1024},
+                      {WeightDType::kBF16, ScaleDType::kE8M0, 1000},
+                      {WeightDType::kBF16, ScaleDType::kE8M0, 515},
+                      {WeightDType::kFP8Block, ScaleDType::kE8M0, 700},
+                      {WeightDType::kFP8Block, ScaleDType::kF32, 333},
+                      {WeightDType::kMXFP4, ScaleDType::kE8M0, 608},
+                      {WeightDType::kMXFP4, ScaleDType::kE8M0, 96}};
+  for (const Fmt& f : fmts) {
+    std::mt19937 rng(static_cast<uint32_t>(f.K * 31 + static_cast<int>(f.d)));
+    const int64_t N = 101, M = 70;
+    TestWeight w = MakeWeight(f.d, f.s, N, f.K, rng, /*nan_free=*/true);
+    const std::vector<float> x = RandomVector(M * f.K, rng);
+    std::vector<float> ref_out(M * N);
+    Workspace ws;
+    const size_t ref_bytes = ref::LinearWorkspaceBytes(M, w.view, LinearOptions());
+    ref::Linear(x.data(), M, w.view, ref_out.data(), LinearOptions(), ws.Get(ref_bytes), ref_bytes);
+    for (const VectorLinear& impl : VectorLinears()) {
+      std::vector<float> packed(M * N), row(N);
+      impl.Run(x.data(), M, w.view, packed.data(), LinearOptions(), &pool, ws);
+      EXPECT_LE(RelError(packed, ref_out), kLinearRelBound) << impl.name << " " << DTypeName(f.d);
+      for (int64_t m = 0; m < M; m += 9) {
+        impl.Run(x.data() + m * f.K, 1, w.view, row.data(), LinearOptions(), nullptr, ws);
+        for (int64_t n = 0; n < N; ++n) {
+          ASSERT_EQ(FloatBits(row[n]), FloatBits(packed[m * N + n]))
+              << impl.name << " " << DTypeName(f.d) << " K " << f.K << " m " << m << " n " << n;
+        }
+      }
+    }
+  }
+}
+
+// FP8 with large block scales (E8M0 bytes up to 254 = 2^127, F32 scales up to 3e38), where the
+// decoders' folded scale · 256 overflows: one-hot x, so y[n] must be exactly ref::WeightAt =
+// fl(e4m3 · scale), through the streamed (M = 1) and packed (M = 6) paths (NaN where that
+// weight, and so every weight of its row, overflows: the zero columns then give 0 · inf).
+TEST(LinearDecodeTest, Fp8LargeScalesExact) {
+  BatchInvariantScope scope(false);
+  const int64_t N = 256, K = 80;
+  std::vector<uint8_t> codes(N * K);
+  for (int64_t n = 0; n < N; ++n) std::fill(codes.begin() + n * K, codes.begin() + (n + 1) * K, n);
+  std::vector<std::pair<ScaleDType, std::vector<uint8_t>>> cases;
+  for (int e : {240, 246, 247, 250, 254}) {
+    cases.push_back({ScaleDType::kE8M0, {static_cast<uint8_t>(e), static_cast<uint8_t>(e)}});
+  }
+  for (float f : {1e35f, 1.4e36f, 1e37f, 3e38f}) {
+    std::vector<uint8_t> b(8);
+    std::memcpy(b.data(), &f, 4);
+    std::memcpy(b.data() + 4, &f, 4);
+    cases.push_back({ScaleDType::kF32, b});
+  }
+  for (const auto& [sdt, bytes] : cases) {
+    const WeightView w{WeightDType::kFP8Block, codes.data(), bytes.data(), sdt, N, K};
+    for (int64_t M : {1, 6}) {
+      std::vector<float> x(M * K, 0.0f);
+      for (int64_t m = 0; m < M; ++m) x[m * K + (5 + 13 * m) % K] = 1.0f;
+      for (const VectorLinear& impl : VectorLinears()) {
+        std::vector<float> y(M * N);
+        Workspace ws;
+        impl.Run(x.data(), M, w, y.data(), LinearOptions(), nullptr, ws);
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t n = 0; n < N; ++n) {
+            const float expect = ref::WeightAt(w, n, (5 + 13 * m) % K);
+            if (std::isinf(expect)) {  // every column of row n overflows: 0 · inf = NaN
+              ASSERT_TRUE(std::isnan(y[m * N + n])) << impl.name << " code " << n;
+              continue;
+            }
+            ASSERT_EQ(FloatBits(y[m * N + n] + 0.0f), FloatBits(expect + 0.0f))
+                << impl.name << " scale " << static_cast<int>(bytes[0]) << " M " << M << " code "
+                << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The packed path with full accumulator blocks (M >= 96 rows, >= 48 weight rows per thread
+// range, several 512-column K chunks), so the per-thread scratch is used to its end, against the
+// reference, with 1 to 3 threads.
+TEST(LinearDecodeTest, PackedFullBlocksMatchReference) {
+  BatchInvariantScope scope(false);
+  const std::pair<WeightDType, int64_t> fmts[] = {{WeightDType::kF32, 1100},
+                                                  {WeightDType::kBF16, 1030},
+                                                  {WeightDType::kFP8Block, 1100},
+                                                  {WeightDType::kMXFP4, 1088}};
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  for (const auto& [dtype, K] : fmts) {
+    std::mt19937 rng(static_cast<uint32_t>(77 + K));
+    const int64_t N = 150, M = 101;
+    TestWeight w = MakeWeight(dtype, ScaleDType::kE8M0, N, K, rng);
+    LinearOptions opt;
+    opt.quantize_activations = dtype == WeightDType::kFP8Block || dtype == WeightDType::kMXFP4;
+    const std::vector<float> x = RandomVector(M * K, rng);
+    std::vector<float> ref_out(M * N);
+    Workspace ws;
+    const size_t ref_bytes = ref::LinearWorkspaceBytes(M, w.view, opt);
+    ref::Linear(x.data(), M, w.view, ref_out.data(), opt, ws.Get(ref_bytes), ref_bytes);
+    for (const VectorLinear& impl : VectorLinears()) {
+      for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+        std::vector<float> y(M * N);
+        impl.Run(x.data(), M, w.view, y.data(), opt, pool, ws);
+        EXPECT_LE(RelError(y, ref_out), kLinearRelBound)
+            << impl.name << " " << DTypeName(dtype) << " threads " << pool->num_threads();
+      }
+    }
+  }
+}
+
+// x_stride and y_stride larger than K and N (streamed and packed, 1 and 2 threads): the gaps of
+// y keep their sentinel and the rows match the reference.
+TEST(LinearDecodeTest, StridesRespected) {
+  ThreadPool pool2(2);
+  for (bool invariant : {false, true}) {
+    BatchInvariantScope scope(invariant);
+    for (WeightDType d :
+         {WeightDType::kF32, WeightDType::kBF16, WeightDType::kFP8Block, WeightDType::kMXFP4}) {
+      for (int64_t M : {3, 17}) {
+        std::mt19937 rng(static_cast<uint32_t>(M * 10 + static_cast<int>(d)));
+        const int64_t N = 70, K = d == WeightDType::kMXFP4 ? 160 : 141;
+        const int64_t xs = K + 5, ys = N + 3;
+        TestWeight w = MakeWeight(d, ScaleDType::kE8M0, N, K, rng);
+        LinearOptions opt;
+        opt.x_stride = xs;
+        opt.y_stride = ys;
+        opt.quantize_activations = d == WeightDType::kMXFP4;
+        const std::vector<float> x = RandomVector(M * xs, rng);
+        std::vector<float> ref_out(M * ys, 0.0f);
+        Workspace ws;
+        const size_t rb = ref::LinearWorkspaceBytes(M, w.view, opt);
+        ref::Linear(x.data(), M, w.view, ref_out.data(), opt, ws.Get(rb), rb);
+        for (const VectorLinear& impl : VectorLinears()) {
+          for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+            std::vector<float> y(M * ys, 12345.0f), got, want;
+            impl.Run(x.data(), M, w.view, y.data(), opt, pool, ws);
+            for (int64_t m = 0; m < M; ++m) {
+              for (int64_t n = 0; n < ys; ++n) {
+                if (n >= N) {
+                  ASSERT_EQ(y[m * ys + n], 12345.0f) << impl.name << " gap m " << m << " n " << n;
+                } else {
+                  got.push_back(y[m * ys + n]);
+                  want.push_back(ref_out[m * ys + n]);
+                }
+              }
+            }
+            EXPECT_LE(RelError(got, want), kLinearRelBound)
+                << impl.name << " " << DTypeName(d) << " M " << M << " invariant " << invariant;
+          }
         }
       }
     }
@@ -586,6 +795,38 @@ TEST(ActQuantFp8SimTest, Avx2MatchesReferenceExactly) {
         }
       }
     }
+  }
+}
+
+// Non-finite inputs follow the reference: a block holding ±inf saturates (its scale comes from
+// inf, so finite elements become 0 and inf becomes ±448) wherever the inf sits; a NaN gate or up
+// stays NaN through the SwiGLU clamp; a NaN logit makes its softmax row NaN.
+TEST(NonFiniteTest, Avx2FollowsReference) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t pos : {0, 5, 17, 130}) {  // vector body and scalar tail of a 131-column row
+    std::vector<float> x(131);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 1000.0f - static_cast<float>(i);
+    x[pos] = pos % 2 ? -inf : inf;
+    std::vector<float> a = x, b = x;
+    ref::ActQuantFp8Sim(a.data(), 1, 131, 128);
+    avx2::ActQuantFp8Sim(b.data(), 1, 131, 128);
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(FloatBits(a[i]), FloatBits(b[i])) << pos << " " << i;
+  }
+  for (int64_t n : {8, 16, 19}) {
+    std::vector<float> g(n, 1.5f), u(n, -0.5f), out(n);
+    g[n - 1] = nan;
+    u[0] = nan;
+    avx2::SwiGlu(g.data(), u.data(), out.data(), n, 7.0f);
+    EXPECT_TRUE(std::isnan(out[0])) << n;
+    EXPECT_TRUE(std::isnan(out[n - 1])) << n;
+    EXPECT_FALSE(std::isnan(out[1])) << n;
+    std::vector<float> logits(n, 0.25f);
+    logits[1] = nan;
+    avx2::Softmax(logits.data(), 1, n);
+    for (float v : logits) EXPECT_TRUE(std::isnan(v)) << n;
   }
 }
 
