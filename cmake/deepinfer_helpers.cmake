@@ -1,8 +1,9 @@
-# deepinfer_test(NAME SOURCES... LIBS ...): one GoogleTest binary registered with CTest.
+# deepinfer_test(NAME SOURCES... LIBS ... [TEST_PREFIX p]): one GoogleTest binary registered with
+# CTest (each test's CTest name prefixed by p, for binaries that share test sources).
 # Tests get DEEPINFER_SHARED_DIR (path to ../shared) and DEEPINFER_SOURCE_DIR as environment
 # variables and as compile definitions, so they can be run from any directory.
 function(deepinfer_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;TEST_PREFIX" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT DEEPINFER_BUILD_TESTS)
     return()
   endif()
@@ -19,6 +20,7 @@ function(deepinfer_test name)
     set(ARG_LABELS unit)
   endif()
   gtest_discover_tests(${name}
+    TEST_PREFIX "${ARG_TEST_PREFIX}"
     DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
                ENVIRONMENT "DEEPINFER_SHARED_DIR=${DEEPINFER_SHARED_DIR}")

@@ -18,22 +18,11 @@
 #include "kernels/cpu/avx512.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/formats.h"
+#include "kernels/relative_error.h"
 #include "kernels/workspace.h"
 
 namespace deepinfer::kernels {
 namespace {
-
-// Relative L2 error ‖out − ref‖ / ‖ref‖ (0 when both are zero).
-double RelError(const std::vector<float>& out, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const double d = static_cast<double>(out[i]) - ref[i];
-    num += d * d;
-    den += static_cast<double>(ref[i]) * ref[i];
-  }
-  if (den == 0) return std::sqrt(num);
-  return std::sqrt(num / den);
-}
 
 bool HaveAvx2() { return ActiveIsa() >= IsaLevel::kAvx2; }
 
@@ -51,13 +40,21 @@ struct VectorLinear {
     linear(x, M, w, y, opt, pool, ws.Get(bytes), bytes);
   }
 };
+#ifdef DEEPINFER_AVX512_EMULATION
+// kernels_avx512_emulated_test: the AVX-512 kernels run on emulated intrinsics on any machine.
+constexpr bool kAvx512Emulated = true;
+#else
+constexpr bool kAvx512Emulated = false;
+#endif
+
 std::vector<VectorLinear> VectorLinears() {
   std::vector<VectorLinear> v;
   if (ActiveIsa() >= IsaLevel::kAvx2) {
     v.push_back({"avx2", &avx2::LinearWorkspaceBytes, &avx2::Linear});
   }
-  if (ActiveIsa() >= IsaLevel::kAvx512) {
-    v.push_back({"avx512", &avx512::LinearWorkspaceBytes, &avx512::Linear});
+  if (kAvx512Emulated || ActiveIsa() >= IsaLevel::kAvx512) {
+    v.push_back({kAvx512Emulated ? "avx512 (emulated)" : "avx512", &avx512::LinearWorkspaceBytes,
+                 &avx512::Linear});
   }
   return v;
 }
@@ -228,7 +225,7 @@ TEST_P(LinearVsReferenceTest, MatchesScalarReference) {
       BatchInvariantScope scope(invariant);
       std::vector<float> out(c.M * c.N, -1.0f);
       impl.Run(x.data(), c.M, w.view, out.data(), opt, &pool, ws);
-      EXPECT_LE(RelError(out, ref_out), kLinearRelBound)
+      EXPECT_LE(RelativeError(out, ref_out), kLinearRelBound)
           << impl.name << " " << CaseName(c) << " invariant " << invariant;
       for (float v : out) ASSERT_TRUE(std::isfinite(v)) << impl.name;
     }
@@ -241,7 +238,9 @@ INSTANTIATE_TEST_SUITE_P(Formats, LinearVsReferenceTest, ::testing::ValuesIn(Lin
 // The dispatcher silently falls back to AVX2 when the AVX-512 self-check fails (ops.cc), so on
 // an AVX-512 machine the check itself must pass here, loudly.
 TEST(Avx512Test, SelfCheckPasses) {
-  if (ActiveIsa() < IsaLevel::kAvx512) GTEST_SKIP() << "needs AVX-512 F/BW/VL/DQ";
+  if (!kAvx512Emulated && ActiveIsa() < IsaLevel::kAvx512) {
+    GTEST_SKIP() << "needs AVX-512 F/BW/VL/DQ";
+  }
   std::string failure;
   EXPECT_TRUE(avx512::SelfCheck(&failure)) << failure;
 }
@@ -498,7 +497,7 @@ TEST(LinearDecodeTest, Fp8FastPathMatchesReferenceAndPackedPath) {
             const int64_t rows = std::min(mr, M - m);
             impl.Run(x.data() + m * K, rows, w.view, streamed.data() + m * N, opt, &pool, ws);
           }
-          EXPECT_LE(RelError(streamed, ref_out), kLinearRelBound)
+          EXPECT_LE(RelativeError(streamed, ref_out), kLinearRelBound)
               << impl.name << " K " << K << " q " << q;
           for (int64_t i = 0; i < M * N; ++i) {
             ASSERT_EQ(FloatBits(streamed[i]), FloatBits(packed[i]))
@@ -542,7 +541,8 @@ TEST(LinearDecodeTest, PackedPathMatchesStreamedBitwise) {
     for (const VectorLinear& impl : VectorLinears()) {
       std::vector<float> packed(M * N), row(N);
       impl.Run(x.data(), M, w.view, packed.data(), LinearOptions(), &pool, ws);
-      EXPECT_LE(RelError(packed, ref_out), kLinearRelBound) << impl.name << " " << DTypeName(f.d);
+      EXPECT_LE(RelativeError(packed, ref_out), kLinearRelBound)
+          << impl.name << " " << DTypeName(f.d);
       for (int64_t m = 0; m < M; m += 9) {
         impl.Run(x.data() + m * f.K, 1, w.view, row.data(), LinearOptions(), nullptr, ws);
         for (int64_t n = 0; n < N; ++n) {
@@ -624,7 +624,7 @@ TEST(LinearDecodeTest, PackedFullBlocksMatchReference) {
       for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
         std::vector<float> y(M * N);
         impl.Run(x.data(), M, w.view, y.data(), opt, pool, ws);
-        EXPECT_LE(RelError(y, ref_out), kLinearRelBound)
+        EXPECT_LE(RelativeError(y, ref_out), kLinearRelBound)
             << impl.name << " " << DTypeName(dtype) << " threads " << pool->num_threads();
       }
     }
@@ -667,7 +667,7 @@ TEST(LinearDecodeTest, StridesRespected) {
                 }
               }
             }
-            EXPECT_LE(RelError(got, want), kLinearRelBound)
+            EXPECT_LE(RelativeError(got, want), kLinearRelBound)
                 << impl.name << " " << DTypeName(d) << " M " << M << " invariant " << invariant;
           }
         }
@@ -694,7 +694,7 @@ TEST(RmsNormTest, Avx2MatchesReference) {
       std::vector<float> a(rows * dim), b(rows * dim);
       ref::RmsNorm(x.data(), a.data(), rows, dim, pf, pb, 1e-6f);
       avx2::RmsNorm(x.data(), b.data(), rows, dim, pf, pb, 1e-6f);
-      EXPECT_LE(RelError(b, a), 2e-6) << "dim " << dim << " variant " << variant;
+      EXPECT_LE(RelativeError(b, a), 2e-6) << "dim " << dim << " variant " << variant;
     }
   }
 }
@@ -727,7 +727,7 @@ TEST(ElementwiseTest, Avx2MatchesReferenceExactly) {
     r2 = b;
     ref::Axpy(-1.5f, a.data(), r1.data(), n);
     avx2::Axpy(-1.5f, a.data(), r2.data(), n);
-    EXPECT_LE(RelError(r2, r1), 1e-7);  // FMA vs mul+add: one rounding apart
+    EXPECT_LE(RelativeError(r2, r1), 1e-7);  // FMA vs mul+add: one rounding apart
     // BF16 rounding is exact arithmetic: bitwise equal.
     r1 = a;
     r2 = a;
@@ -754,11 +754,11 @@ TEST(ActivationTest, Avx2MatchesReference) {
       std::vector<float> a = g, b = g;
       ref::Silu(a.data(), n);
       avx2::Silu(b.data(), n);
-      EXPECT_LE(RelError(b, a), 1e-6) << "silu n " << n;
+      EXPECT_LE(RelativeError(b, a), 1e-6) << "silu n " << n;
       for (float limit : {0.0f, 10.0f, 2.75f}) {
         ref::SwiGlu(g.data(), u.data(), a.data(), n, limit);
         avx2::SwiGlu(g.data(), u.data(), b.data(), n, limit);
-        EXPECT_LE(RelError(b, a), 1e-6) << "swiglu n " << n << " limit " << limit;
+        EXPECT_LE(RelativeError(b, a), 1e-6) << "swiglu n " << n << " limit " << limit;
       }
       for (int64_t rows : {1, 3}) {
         std::vector<float> x = RandomVector(rows * n, rng, stddev);
@@ -766,7 +766,7 @@ TEST(ActivationTest, Avx2MatchesReference) {
         b = x;
         ref::Softmax(a.data(), rows, n);
         avx2::Softmax(b.data(), rows, n);
-        EXPECT_LE(RelError(b, a), 1e-6) << "softmax n " << n;
+        EXPECT_LE(RelativeError(b, a), 1e-6) << "softmax n " << n;
       }
     }
   }
@@ -861,7 +861,8 @@ TEST(AttentionTest, Avx2MatchesReference) {
       avx2::Attention(q.data(), s.hq, s.hkv, s.d, kp.data(), vp.data(), s.keys, opt, b.data(),
                       ws.data(), 0, s.hq);
       // round_p: a 1-ulp score difference can flip a BF16 rounding of p (2^-8 relative).
-      EXPECT_LE(RelError(b, a), round_p ? 4e-3 : 1e-5) << s.hq << "x" << s.d << " keys " << s.keys;
+      EXPECT_LE(RelativeError(b, a), round_p ? 4e-3 : 1e-5)
+          << s.hq << "x" << s.d << " keys " << s.keys;
     }
   }
 }

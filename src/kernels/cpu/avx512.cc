@@ -23,8 +23,12 @@
 #include "kernels/cpu/linear_driver.h"
 #include "kernels/formats.h"
 
+#ifdef DEEPINFER_AVX512_EMULATION
+#include "kernels/cpu/avx512_emulation.h"  // tests only: the intrinsics emulated on AVX2
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+#endif
 // GCC 12's AVX-512 intrinsics build their unused pass-through operand from a self-initialised
 // variable (_mm512_undefined_ps), which the uninitialised-use warnings report at every inlined
 // use (a false positive: the operand is never read).
@@ -32,22 +36,10 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "kernels/cpu/avx512_inl.h"  // inside the AVX-512 region on purpose
+
 namespace deepinfer::kernels::avx512 {
 namespace {
-
-// Lanes l and l + 8 added, then ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) as in the AVX2 order.
-inline float HorizontalSum16(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
-}
-
-// The first r (0..16) lanes.
-inline __mmask16 TailMask16(int64_t r) {
-  return static_cast<__mmask16>((1u << std::clamp<int64_t>(r, 0, 16)) - 1u);
-}
 
 // See avx2.cc: the address may lie past the end of the data (prefetches never fault).
 inline void PrefetchAt(const void* base, int64_t offset) {
@@ -57,7 +49,11 @@ inline void PrefetchAt(const void* base, int64_t offset) {
 
 // Holds v in a register (GCC otherwise folds a loaded operand into every FMA that uses it; see
 // avx2.cc). "v": any of zmm0..31.
+#ifdef DEEPINFER_AVX512_EMULATION
+inline void KeepInRegister(__m512&) {}
+#else
 inline void KeepInRegister(__m512& v) { asm("" : "+v"(v)); }
+#endif
 
 float ScaleValue(const WeightView& w, int64_t index) {
   if (w.scale_dtype == ScaleDType::kF32) return static_cast<const float*>(w.scales)[index];
@@ -84,17 +80,14 @@ struct F32Row {
 struct Bf16Row {
   const uint16_t* p;
   Bf16Row(const WeightView& w, int64_t n) : p(static_cast<const uint16_t*>(w.data) + n * w.cols) {}
-  static __m512 Widen(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
   void Decode64(int64_t k, __m512* out) const {
     for (int i = 0; i < 4; ++i) out[i] = Decode16(k + 16 * i);
   }
   __m512 Decode16(int64_t k) const {
-    return Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k)));
+    return WidenBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k)));
   }
   __m512 DecodeMasked(int64_t k, __mmask16 m) const {
-    return Widen(_mm256_maskz_loadu_epi16(m, p + k));
+    return WidenBf16(_mm256_maskz_loadu_epi16(m, p + k));
   }
 };
 
@@ -291,7 +284,7 @@ void StreamTile(const float* const* xr, const WeightView& w, const int64_t* row_
     }
   }
   if (k < K) {
-    const __mmask16 mask = TailMask16(K - k);
+    const __mmask16 mask = LanesLeft(K - k);
     for (int j = 0; j < NR; ++j) {
       const __m512 wv = rows[j].DecodeMasked(k, mask);
       for (int i = 0; i < MR; ++i) {
@@ -401,7 +394,7 @@ void PackPanel(const WeightView& w, int64_t nb, int64_t nc, int64_t kb, int64_t 
       }
       for (; k + 16 <= kc; k += 16) _mm512_store_ps(dst + k / 16 * kStep, row.Decode16(kb + k));
       if (k < kc) {
-        _mm512_store_ps(dst + k / 16 * kStep, row.DecodeMasked(kb + k, TailMask16(kc - k)));
+        _mm512_store_ps(dst + k / 16 * kStep, row.DecodeMasked(kb + k, LanesLeft(kc - k)));
       }
     }
   }
@@ -423,8 +416,8 @@ void PackX(const float* x, int64_t x_stride, int64_t M, int64_t K, float* out) {
     for (int i = 0; i < kMR; ++i) {
       const float* src = m + i < M ? x + (m + i) * x_stride : nullptr;
       for (int64_t k = 0; k < kp; k += 16) {
-        const __m512 v = src != nullptr ? _mm512_maskz_loadu_ps(TailMask16(K - k), src + k)
-                                        : _mm512_setzero_ps();
+        const __m512 v =
+            src != nullptr ? _mm512_maskz_loadu_ps(LanesLeft(K - k), src + k) : _mm512_setzero_ps();
         _mm512_storeu_ps(dst + k * kMR + i * 16, v);
       }
     }
@@ -583,4 +576,6 @@ void Linear(const float* x, int64_t M, const WeightView& w, float* y, const Line
 }  // namespace deepinfer::kernels::avx512
 
 #pragma GCC diagnostic pop
+#ifndef DEEPINFER_AVX512_EMULATION
 #pragma GCC pop_options
+#endif

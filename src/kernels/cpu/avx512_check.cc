@@ -11,21 +11,11 @@
 #include "kernels/cpu/avx512.h"
 #include "kernels/cpu/reference.h"
 #include "kernels/formats.h"
+#include "kernels/relative_error.h"
 #include "kernels/workspace.h"
 
 namespace deepinfer::kernels::avx512 {
 namespace {
-
-// ‖a − b‖ / ‖b‖ in double.
-double RelError(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    num += d * d;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
-}
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -66,7 +56,7 @@ bool CheckLinear(WeightDType dtype, int64_t K, std::mt19937& rng, std::string* f
   bytes = avx512::LinearWorkspaceBytes(M, w, opt, 1);
   avx512::Linear(x.data(), M, w, packed.data(), opt, nullptr, ws.Get(bytes), bytes);
   // Products are exact or singly rounded; only the FP32 summation order differs (ops_test.cc).
-  if (!(RelError(packed, ref_y) <= 1e-5)) {
+  if (!(RelativeError(packed, ref_y) <= 1e-5)) {
     *failure = "Linear (packed) differs from the reference for weight dtype " +
                std::to_string(static_cast<int>(dtype));
     return false;
@@ -91,7 +81,7 @@ bool CheckRowOps(std::mt19937& rng, std::string* failure) {
   for (float& v : up) v = normal(rng);
   ref::RmsNorm(x.data(), a.data(), rows, n, nullptr, nullptr, 1e-6f);
   avx512::RmsNorm(x.data(), b.data(), rows, n, nullptr, nullptr, 1e-6f);
-  if (!(RelError(b, a) <= 1e-6)) {
+  if (!(RelativeError(b, a) <= 1e-6)) {
     *failure = "RmsNorm differs from the reference";
     return false;
   }
@@ -99,7 +89,7 @@ bool CheckRowOps(std::mt19937& rng, std::string* failure) {
   b = x;
   ref::Softmax(a.data(), rows, n);
   avx512::Softmax(b.data(), rows, n);
-  if (!(RelError(b, a) <= 1e-6)) {
+  if (!(RelativeError(b, a) <= 1e-6)) {
     *failure = "Softmax differs from the reference";
     return false;
   }

@@ -31,8 +31,12 @@
 #include "kernels/cpu/reference.h"
 #include "kernels/formats.h"
 
+#ifdef DEEPINFER_AVX512_EMULATION
+#include "kernels/cpu/avx512_emulation.h"  // tests only: the intrinsics emulated on AVX2
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+#endif
 // GCC 12's AVX-512 intrinsics build their unused pass-through operand from a self-initialised
 // variable (_mm512_undefined_ps), which -Wmaybe-uninitialized reports at every inlined use (a
 // false positive: the operand is never read).
@@ -40,34 +44,9 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "kernels/cpu/avx512_inl.h"  // inside the AVX-512 region on purpose
+
 namespace deepinfer::kernels::avx512 {
-namespace {
-
-// Mask of the lanes that hold elements when r > 0 elements are left: all 16, or the first r of
-// the last partial vector.
-inline __mmask16 LanesLeft(int64_t r) {
-  return r >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((uint32_t{1} << r) - 1u);
-}
-
-// The 16-lane reduction order: s[l] = v[l] + v[l+8] (l = 0..7), then the AVX2 combination
-// ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)), instruction for instruction as avx2's HorizontalSum,
-// so a 16-lane sum whose upper half is zero gives exactly the 8-lane result.
-inline float HorizontalSum16(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 lo = _mm256_castps256_ps128(s8);
-  const __m128 hi = _mm256_extractf128_ps(s8, 1);
-  const __m128 s4 = _mm_add_ps(lo, hi);                     // [s0+s4, s1+s5, s2+s6, s3+s7]
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));  // [(04)+(26), (15)+(37), ..]
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
-}
-
-// 16 bf16 weights widened exactly to FP32 (bit placement), as avx2's Bf16Row::Widen.
-inline __m512 WidenBf16(__m256i h) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Conversions and quantisation
@@ -379,4 +358,6 @@ void Attention(const float* q, int64_t n_q_heads, int64_t n_kv_heads, int64_t he
 }  // namespace deepinfer::kernels::avx512
 
 #pragma GCC diagnostic pop
+#ifndef DEEPINFER_AVX512_EMULATION
 #pragma GCC pop_options
+#endif

@@ -19,6 +19,7 @@
 #include "kernels/cpu/reference.h"
 #include "kernels/formats.h"
 #include "kernels/ops.h"
+#include "kernels/relative_error.h"
 
 namespace deepinfer::kernels {
 namespace {
@@ -33,7 +34,12 @@ constexpr float kDenorm = std::numeric_limits<float>::denorm_min();
 const int64_t kSizes[] = {1, 7, 16, 17, 33, 1000};
 
 // The avx512:: functions may only run where the dispatcher would select them.
+#ifdef DEEPINFER_AVX512_EMULATION
+// kernels_avx512_emulated_test: the intrinsics are emulated on AVX2, so these run anywhere.
+bool HaveAvx512() { return true; }
+#else
 bool HaveAvx512() { return ActiveIsa() == IsaLevel::kAvx512; }
+#endif
 
 std::vector<float> RandomVector(int64_t n, std::mt19937& rng, float stddev = 1.0f) {
   std::normal_distribution<float> normal(0.0f, stddev);
@@ -49,18 +55,6 @@ void Sprinkle(std::vector<float>& v, const std::vector<float>& specials, std::mt
   for (auto& x : v) {
     if (coin(rng) == 0) x = specials[pick(rng)];
   }
-}
-
-// Relative L2 error ‖out − ref‖ / ‖ref‖ (the absolute error when ref is all zero).
-double RelError(const std::vector<float>& out, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const double d = static_cast<double>(out[i]) - ref[i];
-    num += d * d;
-    den += static_cast<double>(ref[i]) * ref[i];
-  }
-  if (den == 0) return std::sqrt(num);
-  return std::sqrt(num / den);
 }
 
 // Bitwise equality, except that any NaN matches any NaN (the compiler may swap the operands of
@@ -316,7 +310,7 @@ TEST(Avx512RmsNormTest, MatchesReference) {
       std::vector<float> a(rows * dim), r(rows * dim);
       avx512::RmsNorm(x.data(), a.data(), rows, dim, pf, pb, 1e-6f);
       ref::RmsNorm(x.data(), r.data(), rows, dim, pf, pb, 1e-6f);
-      EXPECT_LE(RelError(a, r), 2e-6) << "dim " << dim << " variant " << variant;
+      EXPECT_LE(RelativeError(a, r), 2e-6) << "dim " << dim << " variant " << variant;
       // In place (x and y the same array) gives the same result.
       std::vector<float> inplace = x;
       avx512::RmsNorm(inplace.data(), inplace.data(), rows, dim, pf, pb, 1e-6f);
@@ -340,7 +334,7 @@ TEST(Avx512SoftmaxTest, MatchesReference) {
         std::vector<float> a = x, r = x;
         avx512::Softmax(a.data(), rows, n);
         ref::Softmax(r.data(), rows, n);
-        EXPECT_LE(RelError(a, r), 1e-6) << "n " << n << " stddev " << stddev;
+        EXPECT_LE(RelativeError(a, r), 1e-6) << "n " << n << " stddev " << stddev;
         for (int64_t row = 0; row < rows; ++row) {
           double sum = 0;
           for (int64_t i = 0; i < n; ++i) sum += a[row * n + i];
@@ -361,7 +355,7 @@ TEST(Avx512SoftmaxTest, NonFiniteInputs) {
     avx512::Softmax(a.data(), 1, n);
     ref::Softmax(r.data(), 1, n);
     for (int64_t i = 0; i < n; i += 3) EXPECT_EQ(a[i], 0.0f) << i;
-    EXPECT_LE(RelError(a, r), 1e-6) << n;
+    EXPECT_LE(RelativeError(a, r), 1e-6) << n;
     // A NaN anywhere (first vector or tail) makes the whole row NaN, as in the reference.
     for (int64_t pos : {int64_t{0}, n - 1}) {
       std::vector<float> y = x;
@@ -415,7 +409,7 @@ TEST(Avx512AttentionTest, MatchesReference) {
             continue;
           }
           // round_p: a 1-ulp score difference can flip a BF16 rounding of p (2^-8 relative).
-          EXPECT_LE(RelError(a, r), round_p ? 4e-3 : 1e-5) << at;
+          EXPECT_LE(RelativeError(a, r), round_p ? 4e-3 : 1e-5) << at;
           // Heads split across threads: a sub-range of heads gives the same rows bitwise.
           std::vector<float> part(s.hq * s.d, 0.0f);
           const int64_t h0 = s.hq / 2;
