@@ -554,6 +554,32 @@ TEST(LinearDecodeTest, PackedPathMatchesStreamedBitwise) {
   }
 }
 
+// K = 0: every output is the empty sum, i.e. the bias (or +0), on the streamed and packed paths.
+TEST(LinearDecodeTest, EmptyDotProductsGiveBias) {
+  const float bias[3] = {1.5f, -2.0f, 0.25f};
+  const uint8_t scale = 127;
+  for (WeightDType d :
+       {WeightDType::kF32, WeightDType::kBF16, WeightDType::kFP8Block, WeightDType::kMXFP4}) {
+    const WeightView w{d, &scale, &scale, ScaleDType::kE8M0, 3, 0};
+    for (int64_t M : {1, 6}) {
+      for (bool with_bias : {false, true}) {
+        LinearOptions opt;
+        opt.bias = with_bias ? bias : nullptr;
+        const std::vector<float> x(M, 1.0f);  // never read
+        for (const VectorLinear& impl : VectorLinears()) {
+          std::vector<float> y(M * 3, -7.0f);
+          Workspace ws;
+          impl.Run(x.data(), M, w, y.data(), opt, nullptr, ws);
+          for (int64_t i = 0; i < M * 3; ++i) {
+            ASSERT_EQ(y[i], with_bias ? bias[i % 3] : 0.0f)
+                << impl.name << " " << DTypeName(d) << " M " << M << " i " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 // FP8 with large block scales (E8M0 bytes up to 254 = 2^127, F32 scales up to 3e38), where the
 // decoders' folded scale · 256 overflows: one-hot x, so y[n] must be exactly ref::WeightAt =
 // fl(e4m3 · scale), through the streamed (M = 1) and packed (M = 6) paths (NaN where that
@@ -594,6 +620,30 @@ TEST(LinearDecodeTest, Fp8LargeScalesExact) {
                 << n;
           }
         }
+      }
+    }
+  }
+}
+
+// FP8 NaN codes count as 0 times the block scale (ref::WeightAt), so with an infinite scale they
+// give NaN like every other code, on every path (body, 16/8-column steps, masked tail).
+TEST(LinearDecodeTest, Fp8NanCodesTimesInfiniteScale) {
+  const int64_t N = 2, K = 141;
+  std::vector<uint8_t> codes(N * K, 0x7F);          // row 0: all NaN codes
+  std::fill(codes.begin() + K, codes.end(), 0x38);  // row 1: 1.0
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<uint8_t> scales(8);
+  for (int i = 0; i < 2; ++i) std::memcpy(scales.data() + 4 * i, &inf, 4);
+  const WeightView w{WeightDType::kFP8Block, codes.data(), scales.data(), ScaleDType::kF32, N, K};
+  for (int64_t M : {1, 6}) {
+    std::vector<float> x(M * K, 0.5f);
+    for (const VectorLinear& impl : VectorLinears()) {
+      std::vector<float> y(M * N);
+      Workspace ws;
+      impl.Run(x.data(), M, w, y.data(), LinearOptions(), nullptr, ws);
+      for (int64_t m = 0; m < M; ++m) {
+        EXPECT_TRUE(std::isnan(y[m * N])) << impl.name << " M " << M;
+        EXPECT_EQ(y[m * N + 1], inf) << impl.name << " M " << M;
       }
     }
   }

@@ -152,7 +152,8 @@ struct Fp8Row {
     const float s = ScaleValue(*w, scale_base + k / 128);
     for (int i = 0; i < 8; ++i) {
       const uint8_t c = p[k + i < w->cols ? k + i : 0];
-      out[i] = (i < r && (c & 0x7F) != 0x7F) ? Fp8E4m3ToFloat(c) * s : 0.0f;
+      // NaN codes count as 0 times the scale, as in ref::WeightAt and the vector decoders.
+      out[i] = i < r ? ((c & 0x7F) == 0x7F ? 0.0f : Fp8E4m3ToFloat(c)) * s : 0.0f;
     }
   }
 };

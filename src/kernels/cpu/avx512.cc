@@ -118,36 +118,40 @@ struct Fp8Row {
     return _mm_cmpeq_epi8_mask(_mm_or_si128(b, _mm_set1_epi8(static_cast<char>(0x80))),
                                _mm_set1_epi8(static_cast<char>(0xFF)));
   }
-  static __m512 Unscaled(__m128i b) {
+  // The 16 codes of b as e4m3 · 2^-8, the lanes not in `keep` (NaN codes) as +0.
+  static __m512 Unscaled(__m128i b, __mmask16 keep = 0xFFFF) {
     // Sign-extend: bits 15..7 = sign, 6..0 = exponent/mantissa; << 7 puts e/m at bits 13..7 and
     // the sign at bit 15 (bit 14 also gets the sign and is masked off).
     const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
                                        _mm256_set1_epi16(static_cast<short>(0xBF80)));
-    return _mm512_cvtph_ps(h);
+    return _mm512_maskz_cvtph_ps(keep, h);
   }
+  // NaN codes count as the value 0 times the scale, as in ref::WeightAt (so an absurd NaN or
+  // infinite scale gives NaN there too); lanes outside m (past the row's end) are +0.
   void Decode64(int64_t k, __m512* out) const {
     const float s = ScaleAt(k);  // k % 64 == 0: the 64 columns share one scale block
     const __m512i all = _mm512_loadu_si512(p + k);
     const __mmask64 nan =
         _mm512_cmpeq_epi8_mask(_mm512_or_si512(all, _mm512_set1_epi8(static_cast<char>(0x80))),
                                _mm512_set1_epi8(static_cast<char>(0xFF)));
-    for (int i = 0; i < 4; ++i) {
-      out[i] =
-          Scaled(Unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 16 * i))), s);
+    auto bytes = [&](int i) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 16 * i));
+    };
+    if (nan == 0) {  // real checkpoints hold no NaN codes: no mask work
+      for (int i = 0; i < 4; ++i) out[i] = Scaled(Unscaled(bytes(i)), s);
+      return;
     }
-    if (nan != 0) {  // rare: real checkpoints hold no NaN codes
-      for (int i = 0; i < 4; ++i) {
-        out[i] = _mm512_maskz_mov_ps(static_cast<__mmask16>(~(nan >> (16 * i))), out[i]);
-      }
+    for (int i = 0; i < 4; ++i) {
+      out[i] = Scaled(Unscaled(bytes(i), static_cast<__mmask16>(~(nan >> (16 * i)))), s);
     }
   }
   __m512 Decode16(int64_t k) const {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k));
-    return Scaled(Unscaled(b), ScaleAt(k), static_cast<__mmask16>(~NanCodes(b)));
+    return Scaled(Unscaled(b, static_cast<__mmask16>(~NanCodes(b))), ScaleAt(k));
   }
   __m512 DecodeMasked(int64_t k, __mmask16 m) const {
     const __m128i b = _mm_maskz_loadu_epi8(m, p + k);
-    return Scaled(Unscaled(b), ScaleAt(k), static_cast<__mmask16>(m & ~NanCodes(b)));
+    return Scaled(Unscaled(b, static_cast<__mmask16>(~NanCodes(b))), ScaleAt(k), m);
   }
 };
 

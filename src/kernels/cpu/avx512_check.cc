@@ -1,5 +1,6 @@
 // The one-time check that gates the AVX-512 kernels (avx512.h, SelfCheck). Compiled for the
 // baseline ISA: it only calls the AVX-512 functions, never inlines them.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -24,7 +25,8 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 // Linear in one format: M = 6 (packed path) against the scalar reference, and each row alone
 // (streamed path) bitwise against the packed result (ops.h: one order for every M).
 bool CheckLinear(WeightDType dtype, int64_t K, std::mt19937& rng, std::string* failure) {
-  const int64_t N = 40, M = 6;
+  // N spans two 48-row panels; K > 512 spans two packed K chunks (the accumulator buffer).
+  const int64_t N = 60, M = 6;
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> byte(0, 255), exponent(118, 127);
   std::vector<uint8_t> data(WeightDataBytes(dtype, N, K));
@@ -102,6 +104,26 @@ bool CheckRowOps(std::mt19937& rng, std::string* failure) {
     *failure = "SwiGlu differs from the AVX2 version";
     return false;
   }
+  std::copy(x.begin(), x.begin() + n8, a8.begin());
+  std::copy(x.begin(), x.begin() + n8, b8.begin());
+  avx2::Silu(a8.data(), n8);
+  avx512::Silu(b8.data(), n8);
+  avx2::Axpy(0.75f, up.data(), a8.data(), n8);
+  avx512::Axpy(0.75f, up.data(), b8.data(), n8);
+  if (!SameBits(a8, b8)) {
+    *failure = "Silu / Axpy differ from the AVX2 versions";
+    return false;
+  }
+  // Activation quantisation with tiny values too (e4m3 subnormals), exactly as the reference.
+  a = x;
+  for (int64_t i = 0; i < rows * n; i += 3) a[i] *= 1e-3f;
+  b = a;
+  ref::ActQuantFp8Sim(a.data(), rows, n, 32);
+  avx512::ActQuantFp8Sim(b.data(), rows, n, 32);
+  if (!SameBits(a, b)) {
+    *failure = "ActQuantFp8Sim differs from the reference";
+    return false;
+  }
   a = x;
   b = x;
   ref::RoundToBf16(a.data(), rows * n);
@@ -117,9 +139,9 @@ bool CheckRowOps(std::mt19937& rng, std::string* failure) {
 
 bool SelfCheck(std::string* failure) {
   std::mt19937 rng(20261130);
-  return CheckLinear(WeightDType::kF32, 203, rng, failure) &&
-         CheckLinear(WeightDType::kBF16, 333, rng, failure) &&
-         CheckLinear(WeightDType::kFP8Block, 300, rng, failure) &&
+  return CheckLinear(WeightDType::kF32, 1043, rng, failure) &&
+         CheckLinear(WeightDType::kBF16, 530, rng, failure) &&
+         CheckLinear(WeightDType::kFP8Block, 700, rng, failure) &&
          CheckLinear(WeightDType::kMXFP4, 608, rng, failure) && CheckRowOps(rng, failure);
 }
 

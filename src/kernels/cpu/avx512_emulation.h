@@ -325,6 +325,7 @@ inline __m256 extractf32x8_ps_any(M512 a, int imm) { return (imm & 1) ? a.hi : a
 #define _mm512_cvtepu8_epi32 shim::cvtepu8_epi32
 #define _mm512_permutexvar_ps shim::permutexvar_ps
 #define _mm512_cvtph_ps shim::cvtph_ps
+#define _mm512_maskz_cvtph_ps(k, a) shim::maskz_mov_ps((k), shim::cvtph_ps(a))
 #undef _mm512_cmpeq_epi8_mask
 #define _mm512_cmpeq_epi8_mask shim::cmpeq_epi8_mask512
 #undef _mm_cmpeq_epi8_mask

@@ -123,7 +123,8 @@ void PackedRowsLoop(const float* xpk, int64_t kp, int64_t M, int64_t K, int64_t 
     const int64_t nc = std::min(B::kNC, n1 - nb);
     for (int64_t mb = 0; mb < M; mb += B::kMC) {
       const int64_t mc = std::min(B::kMC, M - mb);
-      for (int64_t kb = 0; kb < K; kb += B::kKC) {
+      // One chunk at least: with K = 0 every output is the empty sum (+0, plus the bias).
+      for (int64_t kb = 0; kb < std::max<int64_t>(K, 1); kb += B::kKC) {
         const int64_t kc = std::min(B::kKC, K - kb);
         const int64_t kcv = B::StepCols(kc);
         const bool first = kb == 0, last = kb + kc >= K;
