@@ -5,8 +5,9 @@
 // columns), whether the weights are streamed or packed, followed by the same horizontal sum
 // (ops.h, "AVX-512 order").
 //
-// Everything below the #pragma is compiled for AVX-512; every #include comes before it, so no
-// inline function of a header is emitted with AVX-512 instructions (avx512.h).
+// Everything after the #include of avx512_inl.h (which opens the region with `#pragma GCC
+// target`) is compiled for AVX-512; every other #include comes before it, so no inline function
+// of a header is emitted with AVX-512 instructions (avx512.h).
 #include "kernels/cpu/avx512.h"
 
 #include <immintrin.h>
@@ -23,20 +24,10 @@
 #include "kernels/cpu/linear_driver.h"
 #include "kernels/formats.h"
 
-#ifdef DEEPINFER_AVX512_EMULATION
-#include "kernels/cpu/avx512_emulation.h"  // tests only: the intrinsics emulated on AVX2
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
-#endif
-// GCC 12's AVX-512 intrinsics build their unused pass-through operand from a self-initialised
-// variable (_mm512_undefined_ps), which the uninitialised-use warnings report at every inlined
-// use (a false positive: the operand is never read).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#include "kernels/cpu/avx512_inl.h"  // inside the AVX-512 region on purpose
+// Last, after every other #include: opens the AVX-512 region (avx512_inl.h).
+// clang-format off
+#include "kernels/cpu/avx512_inl.h"
+// clang-format on
 
 namespace deepinfer::kernels::avx512 {
 namespace {
@@ -579,7 +570,4 @@ void Linear(const float* x, int64_t M, const WeightView& w, float* y, const Line
 
 }  // namespace deepinfer::kernels::avx512
 
-#pragma GCC diagnostic pop
-#ifndef DEEPINFER_AVX512_EMULATION
-#pragma GCC pop_options
-#endif
+#include "kernels/cpu/avx512_inl_end.h"

@@ -1,9 +1,24 @@
-// Small AVX-512 helpers shared by avx512.cc and avx512_ops.cc. Include this header only inside
-// their `#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")` region, after every other
-// #include (avx512.h explains why): its functions are then compiled for AVX-512 in those two
-// files and nowhere else. It relies on their earlier #include of <immintrin.h> and <cstdint>.
+// Opens the AVX-512 code region of avx512.cc and avx512_ops.cc, and holds their shared helpers.
+// Include it after every other #include of those files (avx512.h explains why), and close the
+// region at the end of the file with avx512_inl_end.h. It relies on their earlier #include of
+// <immintrin.h> and <cstdint>. From here on the code is compiled for AVX-512 F/BW/VL/DQ
+// (`#pragma GCC target`), or, in kernels_avx512_emulated_test (DEEPINFER_AVX512_EMULATION), for
+// the baseline ISA with the intrinsics emulated on AVX2 (avx512_emulation.h).
 #ifndef DEEPINFER_KERNELS_CPU_AVX512_INL_H_
 #define DEEPINFER_KERNELS_CPU_AVX512_INL_H_
+
+#ifdef DEEPINFER_AVX512_EMULATION
+#include "kernels/cpu/avx512_emulation.h"
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+#endif
+// GCC 12's AVX-512 intrinsics build their unused pass-through operand from a self-initialised
+// variable (_mm512_undefined_ps), which the uninitialised-use warnings report at every inlined
+// use (a false positive: the operand is never read).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace deepinfer::kernels::avx512 {
 namespace {

@@ -14,8 +14,9 @@
 //   every element, tail included (AVX2 uses std::exp for its last n % 8), and lets NaN through.
 //
 // Compilation model: the project baseline is x86-64-v3, and this file must not leak AVX-512 code
-// into anything another translation unit could share. So every #include comes first, then the
-// code is compiled under `#pragma GCC target` up to the matching pop at the end; everything but
+// into anything another translation unit could share. So every #include comes first, then
+// avx512_inl.h opens the `#pragma GCC target` region, which avx512_inl_end.h closes at the end
+// of the file; everything but
 // the functions declared in avx512.h is in an anonymous namespace, and no avx2:: function or
 // header template (std::min, std::fill, ...) is called from the AVX-512 code: header inline
 // functions used here (RoundBf16, Pow2ScaleExponent, ...) are plain scalar code, parsed before
@@ -31,20 +32,10 @@
 #include "kernels/cpu/reference.h"
 #include "kernels/formats.h"
 
-#ifdef DEEPINFER_AVX512_EMULATION
-#include "kernels/cpu/avx512_emulation.h"  // tests only: the intrinsics emulated on AVX2
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
-#endif
-// GCC 12's AVX-512 intrinsics build their unused pass-through operand from a self-initialised
-// variable (_mm512_undefined_ps), which -Wmaybe-uninitialized reports at every inlined use (a
-// false positive: the operand is never read).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#include "kernels/cpu/avx512_inl.h"  // inside the AVX-512 region on purpose
+// Last, after every other #include: opens the AVX-512 region (avx512_inl.h).
+// clang-format off
+#include "kernels/cpu/avx512_inl.h"
+// clang-format on
 
 namespace deepinfer::kernels::avx512 {
 
@@ -357,7 +348,4 @@ void Attention(const float* q, int64_t n_q_heads, int64_t n_kv_heads, int64_t he
 
 }  // namespace deepinfer::kernels::avx512
 
-#pragma GCC diagnostic pop
-#ifndef DEEPINFER_AVX512_EMULATION
-#pragma GCC pop_options
-#endif
+#include "kernels/cpu/avx512_inl_end.h"
