@@ -20,11 +20,13 @@
 #include "api/openai_server.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/cpu_features.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "http/server.h"
+#include "kernels/ops.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/cli_flags.h"
@@ -163,7 +165,7 @@ int RunServe(int argc, char** argv) {
   const model::ModelInfo info = (*model)->info();
   LOG(INFO) << "loaded " << info.architecture << " from " << model_dir << " ("
             << info.num_parameters << " parameters, context " << info.max_context << ") in "
-            << load_watch.ElapsedSeconds() << " s";
+            << load_watch.ElapsedSeconds() << " s; CPU kernels: " << IsaName(kernels::KernelIsa());
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
       engine::Engine::Create(*std::move(model), engine_config);
   if (!engine.ok()) return Fail(engine.status());

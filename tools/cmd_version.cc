@@ -4,6 +4,7 @@
 #include "common/cpu_features.h"
 #include "common/thread_pool.h"
 #include "common/version.h"
+#include "kernels/ops.h"
 #include "tools/commands.h"
 
 namespace deepinfer::cli {
@@ -11,7 +12,7 @@ namespace deepinfer::cli {
 int RunVersion(int argc, char** argv) {
   std::printf("deepinfer %s\n", kVersion);
   std::printf("cpu features: %s\n", CpuFeaturesString().c_str());
-  std::printf("kernel isa:   %s\n", IsaName(ActiveIsa()));
+  std::printf("kernel isa:   %s\n", IsaName(kernels::KernelIsa()));
   std::printf("threads:      %d\n", ThreadPool::Default()->num_threads());
   std::printf("batch invariant: %s\n", Env().batch_invariant ? "on" : "off");
   return 0;

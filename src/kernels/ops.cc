@@ -46,6 +46,11 @@ void CheckWeight(const WeightView& w) {
 
 }  // namespace
 
+IsaLevel KernelIsa() {
+  if (UseAvx512()) return IsaLevel::kAvx512;
+  return UseAvx2() ? IsaLevel::kAvx2 : IsaLevel::kScalar;
+}
+
 int64_t WeightDataBytes(WeightDType dtype, int64_t rows, int64_t cols) {
   switch (dtype) {
     case WeightDType::kF32:

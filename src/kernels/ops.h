@@ -59,10 +59,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/config.h"
 #include "common/thread_pool.h"
 #include "kernels/formats.h"
 
 namespace deepinfer::kernels {
+
+// The instruction set the CPU kernels run with: ActiveIsa(), except kAvx2 where the AVX-512
+// kernels failed their one-time self-check on this machine (avx512::SelfCheck; runs it if it
+// has not run yet, about a millisecond). For logs and `deepinfer version`.
+IsaLevel KernelIsa();
 
 // =============================================================================================
 // Weights
