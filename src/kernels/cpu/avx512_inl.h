@@ -9,16 +9,21 @@
 
 #ifdef DEEPINFER_AVX512_EMULATION
 #include "kernels/cpu/avx512_emulation.h"
+#elif defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), \
+                             apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
 #endif
+#ifndef __clang__
 // GCC 12's AVX-512 intrinsics build their unused pass-through operand from a self-initialised
 // variable (_mm512_undefined_ps), which the uninitialised-use warnings report at every inlined
 // use (a false positive: the operand is never read).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace deepinfer::kernels::avx512 {
 namespace {
