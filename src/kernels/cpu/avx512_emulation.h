@@ -67,39 +67,36 @@ inline __mmask16 cmp_ps_mask(M512 a, M512 b) {
   const int hi = _mm256_movemask_ps(_mm256_cmp_ps(a.hi, b.hi, kImm));
   return static_cast<__mmask16>(lo | (hi << 8));
 }
-inline void ToArr(M512 a, float* t) {
-  std::memcpy(t, &a.lo, 32);
-  std::memcpy(t + 8, &a.hi, 32);
+// The lanes of a (64 bytes, any element type) to t[0..64/sizeof(T)) and back.
+template <class V, class T>
+inline void ToLanes(const V& a, T* t) {
+  static_assert(sizeof(V) == 64);
+  std::memcpy(t, &a, 64);
 }
-inline M512 FromArr(const float* t) {
-  M512 r;
-  std::memcpy(&r.lo, t, 32);
-  std::memcpy(&r.hi, t + 8, 32);
+template <class V, class T>
+inline V FromLanes(const T* t) {
+  V r;
+  std::memcpy(&r, t, 64);
   return r;
 }
-inline void ToArrI(M512i a, int32_t* t) {
-  std::memcpy(t, &a.lo, 32);
-  std::memcpy(t + 8, &a.hi, 32);
-}
-inline M512i FromArrI(const int32_t* t) {
-  M512i r;
-  std::memcpy(&r.lo, t, 32);
-  std::memcpy(&r.hi, t + 8, 32);
-  return r;
-}
-inline M512 mask_blend_ps(__mmask16 k, M512 a, M512 b) {
-  float x[16], y[16], o[16];
-  ToArr(a, x);
-  ToArr(b, y);
+inline void ToArr(M512 a, float* t) { ToLanes(a, t); }
+inline M512 FromArr(const float* t) { return FromLanes<M512>(t); }
+inline void ToArrI(M512i a, int32_t* t) { ToLanes(a, t); }
+inline M512i FromArrI(const int32_t* t) { return FromLanes<M512i>(t); }
+inline void ToBytes(M512i a, uint8_t* t) { ToLanes(a, t); }
+inline M512i FromBytes(const uint8_t* t) { return FromLanes<M512i>(t); }
+// dst[i] = k[i] ? b[i] : a[i] over 16 lanes of T.
+template <class V, class T>
+inline V MaskBlend(__mmask16 k, V a, V b) {
+  T x[16], y[16], o[16];
+  ToLanes(a, x);
+  ToLanes(b, y);
   for (int i = 0; i < 16; ++i) o[i] = (k >> i & 1) ? y[i] : x[i];
-  return FromArr(o);
+  return FromLanes<V>(o);
 }
+inline M512 mask_blend_ps(__mmask16 k, M512 a, M512 b) { return MaskBlend<M512, float>(k, a, b); }
 inline M512i mask_blend_epi32(__mmask16 k, M512i a, M512i b) {
-  int32_t x[16], y[16], o[16];
-  ToArrI(a, x);
-  ToArrI(b, y);
-  for (int i = 0; i < 16; ++i) o[i] = (k >> i & 1) ? y[i] : x[i];
-  return FromArrI(o);
+  return MaskBlend<M512i, int32_t>(k, a, b);
 }
 inline M512 mask_max_ps(M512 src, __mmask16 k, M512 a, M512 b) {
   return mask_blend_ps(k, src, max_ps(a, b));
@@ -185,16 +182,6 @@ inline __m256i maskz_loadu_epi16(__mmask16 k, const void* p) {
 // ---- Additions for avx512.cc (Linear). Plain per-lane loops written from the Intel Intrinsics
 // Guide pseudo-code; masked loads read only the selected elements.
 namespace shim {
-inline void ToBytes(M512i a, uint8_t* t) {
-  std::memcpy(t, &a.lo, 32);
-  std::memcpy(t + 32, &a.hi, 32);
-}
-inline M512i FromBytes(const uint8_t* t) {
-  M512i r;
-  std::memcpy(&r.lo, t, 32);
-  std::memcpy(&r.hi, t + 32, 32);
-  return r;
-}
 // vmovups zmm, m512 (no alignment requirement).
 inline M512 loadu_ps(const void* p) {
   float o[16];
