@@ -182,6 +182,7 @@ BENCHMARK(BM_FmaPeak)->UseManualTime()->Unit(benchmark::kMillisecond);
 struct WeightSet {
   std::vector<std::vector<uint8_t>> data, scales;
   std::vector<WeightView> views;
+  std::vector<Mxfp4LanePack> lanes;  // MXFP4 in the lane layout, where the kernels read it
   int64_t bytes_each = 0;
 };
 
@@ -209,10 +210,16 @@ WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footpr
     s.data.push_back(std::move(d));
     s.scales.push_back(std::move(sc));
   }
+  // As a model loader does: MXFP4 goes into the lane layout where the kernels use it.
+  const bool lanes = dtype == WeightDType::kMXFP4 && UsesMxfp4Lanes();
+  s.lanes.resize(lanes ? copies : 0);
   for (int c = 0; c < copies; ++c) {
     s.views.push_back(WeightView{dtype, s.data[c].data(),
                                  s.scales[c].empty() ? nullptr : s.scales[c].data(),
                                  ScaleDType::kE8M0, N, K});
+    if (lanes && PackMxfp4Lanes(s.views.back(), &s.lanes[c])) {
+      s.views.back() = WithLanes(s.views.back(), s.lanes[c]);
+    }
   }
   return s;
 }

@@ -51,6 +51,53 @@ IsaLevel KernelIsa() {
   return UseAvx2() ? IsaLevel::kAvx2 : IsaLevel::kScalar;
 }
 
+bool UsesMxfp4Lanes() { return KernelIsa() == IsaLevel::kAvx2; }
+
+bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out) {
+  CheckWeight(w);
+  CHECK(w.dtype == WeightDType::kMXFP4) << "PackMxfp4Lanes takes MXFP4 weights";
+  out->codes.clear();
+  out->scales.clear();
+  const int64_t N = w.rows, K = w.cols, nb = K / 32;
+  const auto* scales = static_cast<const uint8_t*>(w.scales);
+  for (int64_t i = 0; i < N * nb; ++i) {
+    if (scales[i] < 1 || scales[i] > 252) return false;
+  }
+  const int64_t kp = (K + kMxfp4LaneGroup - 1) / kMxfp4LaneGroup * kMxfp4LaneGroup;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  out->codes.assign(static_cast<size_t>(N * kp / 2), 0);
+  out->scales.assign(static_cast<size_t>(N * kp / 32), 127);
+  for (int64_t n = 0; n < N; ++n) {
+    const uint8_t* row = data + n * (K / 2);
+    auto code = [&](int64_t k) -> uint8_t {
+      if (k >= K) return 0;
+      return k % 2 == 0 ? row[k / 2] & 0x0F : row[k / 2] >> 4;
+    };
+    uint8_t* dst = out->codes.data() + n * (kp / 2);
+    for (int64_t g = 0; g < kp; g += kMxfp4LaneGroup) {
+      for (int q = 0; q < 4; ++q) {
+        for (int i = 0; i < 32; ++i) {
+          const uint8_t lo = code(g + Mxfp4LaneColumn(q, i, 0));
+          const uint8_t hi = code(g + Mxfp4LaneColumn(q, i, 1));
+          dst[g / 2 + 32 * q + i] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+      }
+    }
+    std::copy(scales + n * nb, scales + (n + 1) * nb, out->scales.begin() + n * (kp / 32));
+  }
+  return true;
+}
+
+WeightView WithLanes(WeightView w, const Mxfp4LanePack& pack) {
+  CHECK(w.dtype == WeightDType::kMXFP4);
+  const int64_t kp = (w.cols + kMxfp4LaneGroup - 1) / kMxfp4LaneGroup * kMxfp4LaneGroup;
+  CHECK_EQ(static_cast<int64_t>(pack.codes.size()), w.rows * kp / 2)
+      << "lane pack of another shape";
+  w.lane_codes = pack.codes.data();
+  w.lane_scales = pack.scales.data();
+  return w;
+}
+
 int64_t WeightDataBytes(WeightDType dtype, int64_t rows, int64_t cols) {
   switch (dtype) {
     case WeightDType::kF32:
@@ -98,6 +145,11 @@ WeightView SliceRows(const WeightView& w, int64_t row_begin, int64_t row_count) 
       s.data = base + row_begin * w.cols / 2;
       const int64_t scale_bytes = w.scale_dtype == ScaleDType::kF32 ? 4 : 1;
       s.scales = static_cast<const uint8_t*>(w.scales) + row_begin * (w.cols / 32) * scale_bytes;
+      if (w.lane_codes != nullptr) {
+        const int64_t kp = (w.cols + kMxfp4LaneGroup - 1) / kMxfp4LaneGroup * kMxfp4LaneGroup;
+        s.lane_codes = w.lane_codes + row_begin * kp / 2;
+        s.lane_scales = w.lane_scales + row_begin * kp / 32;
+      }
       break;
     }
   }

@@ -219,15 +219,25 @@ TEST_P(LinearVsReferenceTest, MatchesScalarReference) {
   ref::Linear(x.data(), c.M, w.view, ref_out.data(), opt, ws_ref.Get(ref_bytes), ref_bytes);
 
   ThreadPool pool(2);
+  // MXFP4 also in the lane layout (read by the AVX2 kernels, ignored by the others).
+  std::vector<WeightView> views = {w.view};
+  Mxfp4LanePack lanes;
+  if (c.dtype == WeightDType::kMXFP4) {
+    ASSERT_TRUE(PackMxfp4Lanes(w.view, &lanes));
+    views.push_back(WithLanes(w.view, lanes));
+  }
   // Both kernel choices for M > 4: packed panels, and streaming (batch-invariant mode).
-  for (const VectorLinear& impl : VectorLinears()) {
-    for (bool invariant : {false, true}) {
-      BatchInvariantScope scope(invariant);
-      std::vector<float> out(c.M * c.N, -1.0f);
-      impl.Run(x.data(), c.M, w.view, out.data(), opt, &pool, ws);
-      EXPECT_LE(RelativeError(out, ref_out), kLinearRelBound)
-          << impl.name << " " << CaseName(c) << " invariant " << invariant;
-      for (float v : out) ASSERT_TRUE(std::isfinite(v)) << impl.name;
+  for (const WeightView& view : views) {
+    for (const VectorLinear& impl : VectorLinears()) {
+      for (bool invariant : {false, true}) {
+        BatchInvariantScope scope(invariant);
+        std::vector<float> out(c.M * c.N, -1.0f);
+        impl.Run(x.data(), c.M, view, out.data(), opt, &pool, ws);
+        EXPECT_LE(RelativeError(out, ref_out), kLinearRelBound)
+            << impl.name << " " << CaseName(c) << " invariant " << invariant << " lanes "
+            << (view.lane_codes != nullptr);
+        for (float v : out) ASSERT_TRUE(std::isfinite(v)) << impl.name;
+      }
     }
   }
 }
@@ -359,10 +369,10 @@ TEST(LinearDecodeTest, Fp8AllCodesExact) {
 // in a full 64-column superblock and in a 32-column tail, with E8M0 scales from 2^-127 (byte 0,
 // decoded as DS4 does) to 2^127, for M = 1..4 and 6, with and without batch-invariant mode. One-hot
 // x: y[n] = e2m1 · scale exactly (from the spec's value table in formats.h).
-TEST(LinearDecodeTest, Mxfp4AllCodesExact) {
-  if (!HaveAvx2()) GTEST_SKIP();
+// Body of the Mxfp4AllCodesExact tests: scale bytes exps (6 of them), lanes = also through the
+// lane layout (PackMxfp4Lanes must accept exps then).
+void CheckMxfp4AllCodesExact(const uint8_t (&exps)[6], bool lanes) {
   const int64_t N = 16 * 6, K = 96;  // one superblock + a 32-column tail
-  const uint8_t exps[6] = {0, 1, 100, 127, 140, 254};
   // Row 16·i + c: every byte = c (low nibble) | (15 - c) (high nibble); scale byte exps[i],
   // except block 1 of each row, which gets exps[(i + 1) % 6].
   std::vector<uint8_t> data(N * K / 2), scales(N * K / 32);
@@ -371,7 +381,12 @@ TEST(LinearDecodeTest, Mxfp4AllCodesExact) {
     std::fill(data.begin() + n * K / 2, data.begin() + (n + 1) * K / 2, PackFp4Pair(c, 15 - c));
     for (int64_t b = 0; b < K / 32; ++b) scales[n * (K / 32) + b] = exps[b == 1 ? (i + 1) % 6 : i];
   }
-  const WeightView w{WeightDType::kMXFP4, data.data(), scales.data(), ScaleDType::kE8M0, N, K};
+  WeightView w{WeightDType::kMXFP4, data.data(), scales.data(), ScaleDType::kE8M0, N, K};
+  Mxfp4LanePack pack;
+  if (lanes) {
+    ASSERT_TRUE(PackMxfp4Lanes(w, &pack));
+    w = WithLanes(w, pack);
+  }
   for (bool invariant : {false, true}) {
     BatchInvariantScope scope(invariant);
     for (int64_t M : {1, 2, 3, 4, 6}) {
@@ -411,6 +426,48 @@ TEST(LinearDecodeTest, Mxfp4AllCodesExact) {
   }
 }
 
+TEST(LinearDecodeTest, Mxfp4AllCodesExact) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  CheckMxfp4AllCodesExact({0, 1, 100, 127, 140, 254}, false);
+}
+
+// The lane layout's kernel (unscaled codes, one scale multiply per group) gives the same exact
+// products for every scale PackMxfp4Lanes accepts, the extremes included.
+TEST(LinearDecodeTest, Mxfp4LanesAllCodesExact) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  CheckMxfp4AllCodesExact({1, 2, 100, 127, 200, 252}, true);
+}
+
+// Scales the lane layout cannot reproduce exactly are refused, leaving the plain layout in use.
+TEST(LinearDecodeTest, Mxfp4LanesRefuseExtremeScales) {
+  std::mt19937 rng(5);
+  for (uint8_t e : {0, 253, 254, 255}) {
+    TestWeight w = MakeWeight(WeightDType::kMXFP4, ScaleDType::kE8M0, 3, 64, rng);
+    w.scales[4] = e;
+    Mxfp4LanePack pack;
+    EXPECT_FALSE(PackMxfp4Lanes(w.view, &pack)) << int{e};
+    EXPECT_TRUE(pack.codes.empty() && pack.scales.empty());
+  }
+}
+
+// Mxfp4LaneColumn maps the 4 x 32 x 2 nibbles of a group onto its 256 columns one to one, and
+// every nibble feeds the lane of its column's block.
+TEST(LinearDecodeTest, Mxfp4LaneColumnIsAPermutation) {
+  std::vector<int> seen(256, 0);
+  for (int q = 0; q < 4; ++q) {
+    for (int i = 0; i < 32; ++i) {
+      for (int h = 0; h < 2; ++h) {
+        const int col = Mxfp4LaneColumn(q, i, h);
+        ASSERT_TRUE(col >= 0 && col < 256);
+        ++seen[col];
+        // Byte i feeds dword lane 4(i/16) + (i%8)/2 after vpunpck{l,h}bw.
+        EXPECT_EQ(col / 32, 4 * (i / 16) + (i % 8) / 2);
+      }
+    }
+  }
+  for (int c = 0; c < 256; ++c) EXPECT_EQ(seen[c], 1) << c;
+}
+
 // MXFP4 uses one summation order for every M, so even without DEEPINFER_BATCH_INVARIANT a row's
 // output is bitwise the same alone and inside batches (prefill-sized ones included).
 TEST(LinearDecodeTest, Mxfp4RowIndependentOfBatchWithoutFlag) {
@@ -420,24 +477,29 @@ TEST(LinearDecodeTest, Mxfp4RowIndependentOfBatchWithoutFlag) {
   std::mt19937 rng(99);
   const int64_t N = 70, K = 224;
   TestWeight w = MakeWeight(WeightDType::kMXFP4, ScaleDType::kE8M0, N, K, rng);
+  Mxfp4LanePack pack;
+  ASSERT_TRUE(PackMxfp4Lanes(w.view, &pack));
   LinearOptions opt;
   opt.quantize_activations = true;
   const std::vector<float> row = RandomVector(K, rng);
   Workspace ws;
-  auto run = [&](const std::vector<float>& x, int64_t M) {
-    std::vector<float> y(M * N);
-    const size_t bytes = LinearWorkspaceBytes(M, w.view, opt, &pool);
-    Linear(x.data(), M, w.view, y.data(), opt, &pool, ws.Get(bytes), bytes);
-    return y;
-  };
-  const std::vector<float> alone = run(row, 1);
-  for (int64_t M : {2, 5, 33, 130}) {
-    std::vector<float> batch = RandomVector(M * K, rng);
-    const int64_t pos = M - 1;
-    std::copy(row.begin(), row.end(), batch.begin() + pos * K);
-    const std::vector<float> y = run(batch, M);
-    for (int64_t n = 0; n < N; ++n) {
-      ASSERT_EQ(FloatBits(y[pos * N + n]), FloatBits(alone[n])) << "M " << M << " n " << n;
+  for (const WeightView& view : {w.view, WithLanes(w.view, pack)}) {
+    auto run = [&](const std::vector<float>& x, int64_t M) {
+      std::vector<float> y(M * N);
+      const size_t bytes = LinearWorkspaceBytes(M, view, opt, &pool);
+      Linear(x.data(), M, view, y.data(), opt, &pool, ws.Get(bytes), bytes);
+      return y;
+    };
+    const std::vector<float> alone = run(row, 1);
+    for (int64_t M : {2, 5, 33, 130}) {
+      std::vector<float> batch = RandomVector(M * K, rng);
+      const int64_t pos = M - 1;
+      std::copy(row.begin(), row.end(), batch.begin() + pos * K);
+      const std::vector<float> y = run(batch, M);
+      for (int64_t n = 0; n < N; ++n) {
+        ASSERT_EQ(FloatBits(y[pos * N + n]), FloatBits(alone[n]))
+            << "M " << M << " n " << n << " lanes " << (view.lane_codes != nullptr);
+      }
     }
   }
 }

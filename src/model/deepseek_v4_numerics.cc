@@ -321,6 +321,8 @@ kernels::WeightView ToView(const WeightMatrix& w) {
     case WeightFormat::kMxFp4:
       v.dtype = kernels::WeightDType::kMXFP4;
       v.scales = w.scale;
+      v.lane_codes = w.lane_codes;
+      v.lane_scales = w.lane_scales;
       break;
   }
   return v;

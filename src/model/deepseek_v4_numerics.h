@@ -92,6 +92,10 @@ struct WeightMatrix {
   const uint8_t* scale = nullptr;    // E8M0 bytes, or nullptr when scale_f32 is used
   const float* scale_f32 = nullptr;  // F32 scales (FP8 only; some converters write these)
   int64_t scale_cols = 0;            // columns of the scale tensor
+  // MXFP4 only, optional: the same weights in the lane layout of the AVX2 kernels
+  // (kernels::Mxfp4LanePack, owned by Weights::lane_packs), which Linear passes on to them.
+  const uint8_t* lane_codes = nullptr;
+  const uint8_t* lane_scales = nullptr;
   // Dequantised value of element (r, c) (slow path, tests and small ops).
   float At(int64_t r, int64_t c) const;
   int64_t Bytes() const;

@@ -120,6 +120,17 @@ class Binder {
     m.data = t.data;
     m.scale = s.data;
     m.scale_cols = cols / 32;
+    if (kernels::UsesMxfp4Lanes()) {
+      const kernels::WeightView view{kernels::WeightDType::kMXFP4, m.data, m.scale,
+                                     kernels::ScaleDType::kE8M0,   rows,   cols};
+      auto pack = std::make_unique<kernels::Mxfp4LanePack>();
+      if (kernels::PackMxfp4Lanes(view, pack.get())) {
+        m.lane_codes = pack->codes.data();
+        m.lane_scales = pack->scales.data();
+        w_->lane_pack_bytes += static_cast<int64_t>(pack->codes.size() + pack->scales.size());
+        w_->lane_packs.push_back(std::move(pack));
+      }
+    }
     return m;
   }
 

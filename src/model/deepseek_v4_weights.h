@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/ops.h"
 #include "model/checkpoint.h"
 #include "model/deepseek_v4_config.h"
 #include "model/deepseek_v4_numerics.h"
@@ -98,6 +99,10 @@ struct Weights {
   int64_t active_bytes_per_token = 0;
   // Copies of tensors whose mapped bytes were not aligned for their element type.
   std::vector<std::unique_ptr<uint8_t[]>> owned;
+  // Routed experts repacked at load for the CPU kernels (kernels::UsesMxfp4Lanes), and their
+  // bytes (kept beside the mapped originals).
+  std::vector<std::unique_ptr<kernels::Mxfp4LanePack>> lane_packs;
+  int64_t lane_pack_bytes = 0;
 };
 
 // Binds every tensor of `config` in `ckpt`. Errors (naming the tensor and file): NotFound for a
