@@ -3,6 +3,7 @@
 #include "kernels/ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -67,20 +68,37 @@ bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out) {
   const auto* data = static_cast<const uint8_t*>(w.data);
   out->codes.assign(static_cast<size_t>(N * kp / 2), 0);
   out->scales.assign(static_cast<size_t>(N * kp / 32), 127);
+  // Byte b = 32q + i of a packed group takes its nibbles from columns c and c + 2
+  // (c = Mxfp4LaneColumn(q, i, 0), same parity): source bytes c/2 and c/2 + 1, nibble c % 2.
+  struct Source {
+    uint8_t byte, shift;
+  };
+  static const std::array<Source, kMxfp4LaneGroup / 2> sources = [] {
+    std::array<Source, kMxfp4LaneGroup / 2> t{};
+    for (int q = 0; q < 4; ++q) {
+      for (int i = 0; i < 32; ++i) {
+        const int c = Mxfp4LaneColumn(q, i, 0);
+        CHECK_EQ(Mxfp4LaneColumn(q, i, 1), c + 2);
+        t[32 * q + i] = {static_cast<uint8_t>(c / 2), static_cast<uint8_t>(4 * (c % 2))};
+      }
+    }
+    return t;
+  }();
+  std::vector<uint8_t> tail(kMxfp4LaneGroup / 2);
   for (int64_t n = 0; n < N; ++n) {
     const uint8_t* row = data + n * (K / 2);
-    auto code = [&](int64_t k) -> uint8_t {
-      if (k >= K) return 0;
-      return k % 2 == 0 ? row[k / 2] & 0x0F : row[k / 2] >> 4;
-    };
     uint8_t* dst = out->codes.data() + n * (kp / 2);
     for (int64_t g = 0; g < kp; g += kMxfp4LaneGroup) {
-      for (int q = 0; q < 4; ++q) {
-        for (int i = 0; i < 32; ++i) {
-          const uint8_t lo = code(g + Mxfp4LaneColumn(q, i, 0));
-          const uint8_t hi = code(g + Mxfp4LaneColumn(q, i, 1));
-          dst[g / 2 + 32 * q + i] = static_cast<uint8_t>(lo | (hi << 4));
-        }
+      const uint8_t* src = row + g / 2;
+      if (g + kMxfp4LaneGroup > K) {  // the last, partial group: zero codes past K
+        std::fill(tail.begin(), tail.end(), 0);
+        std::copy(src, row + K / 2, tail.begin());
+        src = tail.data();
+      }
+      for (int b = 0; b < kMxfp4LaneGroup / 2; ++b) {
+        const Source s = sources[b];
+        const int lo = (src[s.byte] >> s.shift) & 0x0F, hi = (src[s.byte + 1] >> s.shift) & 0x0F;
+        dst[g / 2 + b] = static_cast<uint8_t>(lo | (hi << 4));
       }
     }
     std::copy(scales + n * nb, scales + (n + 1) * nb, out->scales.begin() + n * (kp / 32));
