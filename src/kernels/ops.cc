@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <string>
 
@@ -54,7 +55,7 @@ IsaLevel KernelIsa() {
 
 bool UsesMxfp4Lanes() { return KernelIsa() == IsaLevel::kAvx2; }
 
-bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out) {
+bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out, ThreadPool* pool) {
   CheckWeight(w);
   CHECK(w.dtype == WeightDType::kMXFP4) << "PackMxfp4Lanes takes MXFP4 weights";
   out->codes.clear();
@@ -68,40 +69,39 @@ bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out) {
   const auto* data = static_cast<const uint8_t*>(w.data);
   out->codes.assign(static_cast<size_t>(N * kp / 2), 0);
   out->scales.assign(static_cast<size_t>(N * kp / 32), 127);
-  // Byte b = 32q + i of a packed group takes its nibbles from columns c and c + 2
-  // (c = Mxfp4LaneColumn(q, i, 0), same parity): source bytes c/2 and c/2 + 1, nibble c % 2.
-  struct Source {
-    uint8_t byte, shift;
+  auto pack_rows = [&](int64_t n0, int64_t n1) {
+    std::vector<uint8_t> tail(kMxfp4LaneGroup / 2);
+    for (int64_t n = n0; n < n1; ++n) {
+      const uint8_t* row = data + n * (K / 2);
+      uint8_t* dst = out->codes.data() + n * (kp / 2);
+      for (int64_t g = 0; g < kp; g += kMxfp4LaneGroup) {
+        const uint8_t* src = row + g / 2;
+        if (g + kMxfp4LaneGroup > K) {  // the last, partial group: zero codes past K
+          std::fill(tail.begin(), tail.end(), 0);
+          std::copy(src, row + K / 2, tail.begin());
+          src = tail.data();
+        }
+        // Source bytes 2t, 2t + 1 of block l (t = 2q + j: columns 32l + 8q + 4j + 0..3) become
+        // bytes 16(l/4) + 8j + 2(l%4) + o of chunk q, o = 0 taking their low nibbles and o = 1
+        // their high ones (Mxfp4LaneColumn): as a 16-bit word (low byte first), nibbles 1 and 2
+        // swap places.
+        for (int l = 0; l < 8; ++l) {
+          for (int t = 0; t < 8; ++t) {
+            uint16_t v;
+            std::memcpy(&v, src + 16 * l + 2 * t, 2);
+            v = static_cast<uint16_t>((v & 0xF00F) | ((v >> 4) & 0x00F0) | ((v << 4) & 0x0F00));
+            std::memcpy(dst + g / 2 + 32 * (t / 2) + 16 * (l / 4) + 8 * (t % 2) + 2 * (l % 4), &v,
+                        2);
+          }
+        }
+      }
+      std::copy(scales + n * nb, scales + (n + 1) * nb, out->scales.begin() + n * (kp / 32));
+    }
   };
-  static const std::array<Source, kMxfp4LaneGroup / 2> sources = [] {
-    std::array<Source, kMxfp4LaneGroup / 2> t{};
-    for (int q = 0; q < 4; ++q) {
-      for (int i = 0; i < 32; ++i) {
-        const int c = Mxfp4LaneColumn(q, i, 0);
-        CHECK_EQ(Mxfp4LaneColumn(q, i, 1), c + 2);
-        t[32 * q + i] = {static_cast<uint8_t>(c / 2), static_cast<uint8_t>(4 * (c % 2))};
-      }
-    }
-    return t;
-  }();
-  std::vector<uint8_t> tail(kMxfp4LaneGroup / 2);
-  for (int64_t n = 0; n < N; ++n) {
-    const uint8_t* row = data + n * (K / 2);
-    uint8_t* dst = out->codes.data() + n * (kp / 2);
-    for (int64_t g = 0; g < kp; g += kMxfp4LaneGroup) {
-      const uint8_t* src = row + g / 2;
-      if (g + kMxfp4LaneGroup > K) {  // the last, partial group: zero codes past K
-        std::fill(tail.begin(), tail.end(), 0);
-        std::copy(src, row + K / 2, tail.begin());
-        src = tail.data();
-      }
-      for (int b = 0; b < kMxfp4LaneGroup / 2; ++b) {
-        const Source s = sources[b];
-        const int lo = (src[s.byte] >> s.shift) & 0x0F, hi = (src[s.byte + 1] >> s.shift) & 0x0F;
-        dst[g / 2 + b] = static_cast<uint8_t>(lo | (hi << 4));
-      }
-    }
-    std::copy(scales + n * nb, scales + (n + 1) * nb, out->scales.begin() + n * (kp / 32));
+  if (pool != nullptr) {
+    pool->ParallelFor(N, 64, pack_rows);
+  } else {
+    pack_rows(0, N);
   }
   return true;
 }

@@ -132,7 +132,8 @@ constexpr int Mxfp4LaneColumn(int q, int i, int h) {
 // Fills *out with w (MXFP4, no lane layout of its own) in the lane layout and returns true, or
 // returns false and leaves *out empty where the layout cannot reproduce the reference exactly:
 // a scale byte outside [1, 252] (E8M0 0 is 2^-127, 253+ can overflow 6·2^(e-127), 255 is NaN).
-bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out);
+// Rows are split over `pool` when given (model load).
+bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out, ThreadPool* pool = nullptr);
 // Whether the Linear kernels this process runs (KernelIsa) read the lane layout: AVX2 yes;
 // AVX-512 and the scalar fallback no (model loaders skip PackMxfp4Lanes then).
 bool UsesMxfp4Lanes();

@@ -450,6 +450,37 @@ TEST(LinearDecodeTest, Mxfp4LanesRefuseExtremeScales) {
   }
 }
 
+// PackMxfp4Lanes puts the code of column 256g + Mxfp4LaneColumn(q, i, h) in nibble h of byte i
+// of chunk q, code 0 past K, and copies the scales (127 past K).
+TEST(LinearDecodeTest, Mxfp4LanePackFollowsTheColumnMap) {
+  std::mt19937 rng(8);
+  const int64_t N = 3, K = 352;  // one full group and a partial one
+  TestWeight w = MakeWeight(WeightDType::kMXFP4, ScaleDType::kE8M0, N, K, rng);
+  Mxfp4LanePack pack;
+  ASSERT_TRUE(PackMxfp4Lanes(w.view, &pack));
+  const int64_t kp = 512;
+  ASSERT_EQ(pack.codes.size(), static_cast<size_t>(N * kp / 2));
+  ASSERT_EQ(pack.scales.size(), static_cast<size_t>(N * kp / 32));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < kp; g += 256) {
+      for (int q = 0; q < 4; ++q) {
+        for (int i = 0; i < 32; ++i) {
+          for (int h = 0; h < 2; ++h) {
+            const int64_t k = g + Mxfp4LaneColumn(q, i, h);
+            const uint8_t byte = w.data[n * K / 2 + std::min(k, K - 1) / 2];
+            const int want = k >= K ? 0 : (k % 2 == 0 ? byte & 0x0F : byte >> 4);
+            const uint8_t packed = pack.codes[n * kp / 2 + g / 2 + 32 * q + i];
+            ASSERT_EQ(h == 0 ? packed & 0x0F : packed >> 4, want) << n << " " << k;
+          }
+        }
+      }
+    }
+    for (int64_t b = 0; b < kp / 32; ++b) {
+      EXPECT_EQ(pack.scales[n * kp / 32 + b], b < K / 32 ? w.scales[n * K / 32 + b] : 127);
+    }
+  }
+}
+
 // Mxfp4LaneColumn maps the 4 x 32 x 2 nibbles of a group onto its 256 columns one to one, and
 // every nibble feeds the lane of its column's block.
 TEST(LinearDecodeTest, Mxfp4LaneColumnIsAPermutation) {

@@ -373,6 +373,18 @@ TEST(DsV4Weights, RoutedExpertsTakeTheKernelsLaneLayout) {
   ASSERT_GT(norm, 0);
   EXPECT_LE(std::sqrt(err / norm), 1e-5);
   EXPECT_LE(std::sqrt(err_plain / norm), 1e-5);
+
+  // DEEPINFER_REPACK_WEIGHTS=0 keeps the checkpoint layout only.
+  const EnvConfig saved = Env();
+  EnvConfig off = saved;
+  off.repack_weights = false;
+  SetEnvConfigForTesting(off);
+  auto unpacked = BindWeights(c, *ckpt);
+  SetEnvConfigForTesting(saved);
+  ASSERT_OK(unpacked.status());
+  EXPECT_EQ((*unpacked)->lane_pack_bytes, 0);
+  EXPECT_TRUE((*unpacked)->lane_packs.empty());
+  EXPECT_EQ((*unpacked)->blocks[0].ffn.experts[0].w1.lane_codes, nullptr);
 }
 
 // Malformed or mismatched checkpoints give errors naming the tensor.

@@ -3,7 +3,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "common/status.h"
+#include "common/thread_pool.h"
 
 namespace deepinfer::model::dsv4 {
 namespace {
@@ -120,11 +122,11 @@ class Binder {
     m.data = t.data;
     m.scale = s.data;
     m.scale_cols = cols / 32;
-    if (kernels::UsesMxfp4Lanes()) {
+    if (Env().repack_weights && kernels::UsesMxfp4Lanes()) {
       const kernels::WeightView view{kernels::WeightDType::kMXFP4, m.data, m.scale,
                                      kernels::ScaleDType::kE8M0,   rows,   cols};
       auto pack = std::make_unique<kernels::Mxfp4LanePack>();
-      if (kernels::PackMxfp4Lanes(view, pack.get())) {
+      if (kernels::PackMxfp4Lanes(view, pack.get(), ThreadPool::Default())) {
         m.lane_codes = pack->codes.data();
         m.lane_scales = pack->scales.data();
         w_->lane_pack_bytes += static_cast<int64_t>(pack->codes.size() + pack->scales.size());

@@ -99,8 +99,8 @@ struct Weights {
   int64_t active_bytes_per_token = 0;
   // Copies of tensors whose mapped bytes were not aligned for their element type.
   std::vector<std::unique_ptr<uint8_t[]>> owned;
-  // Routed experts repacked at load for the CPU kernels (kernels::UsesMxfp4Lanes), and their
-  // bytes (kept beside the mapped originals).
+  // Routed experts repacked at load for the CPU kernels (kernels::UsesMxfp4Lanes; off with
+  // DEEPINFER_REPACK_WEIGHTS=0), and their bytes (kept beside the mapped originals).
   std::vector<std::unique_ptr<kernels::Mxfp4LanePack>> lane_packs;
   int64_t lane_pack_bytes = 0;
 };
