@@ -14,8 +14,7 @@ using ::testing::HasSubstr;
 
 TEST(EnvConfig, DefaultsWhenNothingSet) {
   std::vector<std::string> warnings;
-  ASSERT_OK_AND_ASSIGN(EnvConfig c,
-                       ParseEnvConfig({{"PATH", "/bin"}, {"HOME", "/root"}}, &warnings));
+  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig({{"PATH", "/bin"}, {"HOME", "/root"}}, &warnings));
   EXPECT_EQ(c.hf_model_dir, "");
   EXPECT_FALSE(c.batch_invariant);
   EXPECT_FALSE(c.enable_mtp_varlen);
@@ -25,25 +24,25 @@ TEST(EnvConfig, DefaultsWhenNothingSet) {
   EXPECT_EQ(c.accelerator, "cpu");
   EXPECT_EQ(c.num_threads, 0);
   EXPECT_EQ(c.force_isa, IsaLevel::kAuto);
+  EXPECT_TRUE(c.repack_weights);
   EXPECT_TRUE(warnings.empty());
 }
 
 TEST(EnvConfig, ParsesEveryVariable) {
-  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig(
-                                        {
-                                            {"DEEPINFER_HF_MODEL_DIR", "/models/x"},
-                                            {"DEEPINFER_BATCH_INVARIANT", "1"},
-                                            {"DEEPINFER_ENABLE_MTP_VARLEN", "true"},
-                                            {"DEEPINFER_USE_NEXTN_DECODE", "5"},
-                                            {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "none"},
-                                            {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "256"},
-                                            {"DEEPINFER_ACCELERATOR", "CUDA"},
-                                            {"DEEPINFER_NUM_THREADS", "3"},
-                                            {"DEEPINFER_FORCE_ISA", "avx2"},
-                                            {"DEEPINFER_REPACK_WEIGHTS", "0"},
-                                            {"DEEPINFER_LOG_LEVEL", "warning"},
-                                        },
-                                        nullptr));
+  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig({
+                                        {"DEEPINFER_HF_MODEL_DIR", "/models/x"},
+                                        {"DEEPINFER_BATCH_INVARIANT", "1"},
+                                        {"DEEPINFER_ENABLE_MTP_VARLEN", "true"},
+                                        {"DEEPINFER_USE_NEXTN_DECODE", "5"},
+                                        {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "none"},
+                                        {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "256"},
+                                        {"DEEPINFER_ACCELERATOR", "CUDA"},
+                                        {"DEEPINFER_NUM_THREADS", "3"},
+                                        {"DEEPINFER_FORCE_ISA", "avx2"},
+                                        {"DEEPINFER_REPACK_WEIGHTS", "0"},
+                                        {"DEEPINFER_LOG_LEVEL", "warning"},
+                                    },
+                                    nullptr));
   EXPECT_EQ(c.hf_model_dir, "/models/x");
   EXPECT_TRUE(c.batch_invariant);
   EXPECT_TRUE(c.enable_mtp_varlen);
@@ -83,9 +82,9 @@ TEST(EnvConfig, BadValuesAreClearInvalidArgumentErrors) {
 
 TEST(EnvConfig, UnknownDeepinferVariableWarnsOthersIgnored) {
   std::vector<std::string> warnings;
-  ASSERT_OK_AND_ASSIGN(
-      EnvConfig c,
-      ParseEnvConfig({{"DEEPINFER_BATCH_INVARIENT", "1"}, {"NOT_OURS", "1"}}, &warnings));
+  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig({{"DEEPINFER_BATCH_INVARIENT", "1"},
+                                                    {"NOT_OURS", "1"}},
+                                                   &warnings));
   EXPECT_FALSE(c.batch_invariant);
   EXPECT_THAT(warnings, ElementsAre(HasSubstr("DEEPINFER_BATCH_INVARIENT")));
 }

@@ -44,10 +44,12 @@
 //   32l + 8q + 4(u%2) + 2(u/2) + o; per group, partial p_o = x_0·w_0 then fma(x_v, w_v, p_o) over
 //   the vectors with that o in the order (q, u), with the unscaled weight e2m1 (exact); then
 //   acc = fma(p_0 + p_1, s, acc) with s_l = 2^(e_l - 127) the scale of block l, group by
-//   group; the row's result is the lane combination below of acc. The work is split along N only
-//   (never K), so the result does not depend on M, on the row's position in the batch or on the
-//   thread count. The scalar reference sums k
-//   sequentially (a different but equally fixed order).
+//   group; the row's result is the lane combination below of acc. The products x·e2m1 are exact,
+//   but the scale comes after the sums, so they round (and could overflow, for |x| near
+//   FLT_MAX/6) differently from the scaled products of the plain layout. The work is split along
+//   N only (never K), so the result does not depend on M, on the row's position in the batch or
+//   on the thread count. The scalar reference sums k sequentially (a different but equally fixed
+//   order).
 // - Linear on AVX-512 (a different, equally fixed order; results differ from the AVX2 ones in
 //   the last bits, but never between M, rows, threads or kernels on one machine): 16 lanes, lane
 //   l sums k = l, l+16, ... by FMAs (tail zero-padded), then lanes l and l+8 are added and the

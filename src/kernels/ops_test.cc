@@ -438,6 +438,40 @@ TEST(LinearDecodeTest, Mxfp4LanesAllCodesExact) {
   CheckMxfp4AllCodesExact({1, 2, 100, 127, 200, 252}, true);
 }
 
+// The lane layout without activation quantisation, with a row stride, two full groups and a
+// tail: against the reference, and bitwise the same rows with 1, 2 or 3 threads.
+TEST(LinearDecodeTest, Mxfp4LanesUnquantisedStridedAndThreads) {
+  if (!HaveAvx2()) GTEST_SKIP();
+  std::mt19937 rng(21);
+  const int64_t N = 70, K = 608, x_stride = K + 5;
+  TestWeight w = MakeWeight(WeightDType::kMXFP4, ScaleDType::kE8M0, N, K, rng);
+  Mxfp4LanePack pack;
+  ASSERT_TRUE(PackMxfp4Lanes(w.view, &pack));
+  const WeightView lanes = WithLanes(w.view, pack);
+  for (int64_t M : {1, 3, 17}) {
+    std::vector<float> x = RandomVector(M * x_stride, rng);
+    LinearOptions opt;
+    opt.x_stride = x_stride;
+    std::vector<float> ref_out(M * N);
+    Workspace ws_ref, ws;
+    const size_t ref_bytes = ref::LinearWorkspaceBytes(M, w.view, opt);
+    ref::Linear(x.data(), M, w.view, ref_out.data(), opt, ws_ref.Get(ref_bytes), ref_bytes);
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> out(M * N, -1.0f);
+      const size_t bytes = avx2::LinearWorkspaceBytes(M, lanes, opt, threads);
+      avx2::Linear(x.data(), M, lanes, out.data(), opt, &pool, ws.Get(bytes), bytes);
+      EXPECT_LE(RelativeError(out, ref_out), kLinearRelBound)
+          << "M " << M << " threads " << threads;
+      if (first.empty()) first = out;
+      for (int64_t i = 0; i < M * N; ++i) {
+        ASSERT_EQ(FloatBits(out[i]), FloatBits(first[i])) << "M " << M << " threads " << threads;
+      }
+    }
+  }
+}
+
 // Scales the lane layout cannot reproduce exactly are refused, leaving the plain layout in use.
 TEST(LinearDecodeTest, Mxfp4LanesRefuseExtremeScales) {
   std::mt19937 rng(5);

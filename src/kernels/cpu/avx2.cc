@@ -879,8 +879,8 @@ inline int64_t LanePaddedK(int64_t K) {
 
 // out (row stride LanePaddedK(K)) = rows of x in the lane layout's vector order: position
 // 64q + 8v + l of a group holds column Mxfp4LaneColumn(q, i, h) of the byte i and nibble h that
-// feed lane l of vector v = 2u + o (u = (i%16)/8 + 2h, o = i%2); zero past K. out may equal x
-// when x_stride == K (each group is staged first).
+// feed lane l of vector v = 2u + o (u = (i%16)/8 + 2h, o = i%2); zero past K. For one row, out
+// may equal x (each group is staged first); with more rows, only when x_stride is the padded K.
 void PermuteMxfp4Lanes(const float* x, int64_t rows, int64_t K, int64_t x_stride, float* out) {
   static const std::array<uint8_t, kMxfp4LaneGroup> cols = [] {
     std::array<uint8_t, kMxfp4LaneGroup> c{};
@@ -1073,6 +1073,9 @@ size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions&
                      4);
   } else if (opt.quantize_activations) {
     bytes += AlignUp(static_cast<size_t>(M * w.cols) * 4);
+  }
+  if (w.dtype == WeightDType::kMXFP4 && w.lane_codes != nullptr) {
+    return bytes;  // the lane path streams for every M: no packed x, no per-thread scratch
   }
   if (M > kStreamMaxM) {
     bytes += AlignUp(PackedXBytes(M, w.dtype == WeightDType::kMXFP4 ? Fp4PaddedK(w.cols) : w.cols));
