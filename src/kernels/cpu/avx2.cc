@@ -257,22 +257,30 @@ const std::array<uint8_t, kFp4Super>& Mxfp4StreamColumns() {
   return cols;
 }
 
-// out (row stride Fp4PaddedK(K)) = x (row stride x_stride) in the superblock order above, zero
-// padded. out may equal x when x_stride == Fp4PaddedK(K) (each superblock is staged first).
-void PermuteMxfp4Stream(const float* x, int64_t rows, int64_t K, int64_t x_stride, float* out) {
-  const int64_t kp = Fp4PaddedK(K);
-  const std::array<uint8_t, kFp4Super>& cols = Mxfp4StreamColumns();
+// out (row stride K rounded up to kBlock) = rows of x (row stride x_stride) with the columns of
+// each kBlock-column block permuted: out[b + i] = x[b + cols[i]], zero past K. out may equal x
+// for one row, or when x_stride is the padded K (each block is staged first).
+template <size_t kBlock>
+void PermuteColumnsByBlock(const float* x, int64_t rows, int64_t K, int64_t x_stride,
+                           const std::array<uint8_t, kBlock>& cols, float* out) {
+  constexpr int64_t kB = static_cast<int64_t>(kBlock);
+  const int64_t kp = (K + kB - 1) / kB * kB;
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = x + r * x_stride;
     float* dst = out + r * kp;
-    for (int64_t sb = 0; sb < kp; sb += kFp4Super) {
-      float tmp[kFp4Super];
-      const int64_t n = std::min(kFp4Super, K - sb);
-      std::memcpy(tmp, src + sb, n * sizeof(float));
-      std::fill(tmp + n, tmp + kFp4Super, 0.0f);
-      for (int i = 0; i < kFp4Super; ++i) dst[sb + i] = tmp[cols[i]];
+    for (int64_t b = 0; b < kp; b += kB) {
+      float tmp[kBlock];
+      const int64_t n = std::min(kB, K - b);
+      std::memcpy(tmp, src + b, n * sizeof(float));
+      std::fill(tmp + n, tmp + kB, 0.0f);
+      for (int64_t i = 0; i < kB; ++i) dst[b + i] = tmp[cols[i]];
     }
   }
+}
+
+// x in the superblock order above (row stride Fp4PaddedK(K)); see PermuteColumnsByBlock.
+void PermuteMxfp4Stream(const float* x, int64_t rows, int64_t K, int64_t x_stride, float* out) {
+  PermuteColumnsByBlock(x, rows, K, x_stride, Mxfp4StreamColumns(), out);
 }
 
 // For each E8M0 byte e, 32 bytes: the high bytes, then the low bytes, of the BF16 encodings of
@@ -295,6 +303,22 @@ const uint8_t* Mxfp4Bf16Tables() {
   return &tables.b[0][0];
 }
 
+// The 4 BF16 word vectors of 32 bytes b of e2m1 codes through the tables th/tl (high/low bytes,
+// one 16-entry table per 128-bit half): vpshufb on the low and the high nibbles, paired into
+// words by vpunpck{l,h}bw (order: see StreamTileFp4 and the lane layout).
+__attribute__((always_inline)) inline void Fp4LookupWords(__m256i b, __m256i th, __m256i tl,
+                                                          __m256i* words) {
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const __m256i il = _mm256_and_si256(b, nib);
+  const __m256i ih = _mm256_and_si256(_mm256_srli_epi16(b, 4), nib);
+  const __m256i lh = _mm256_shuffle_epi8(th, il), ll = _mm256_shuffle_epi8(tl, il);
+  const __m256i hh = _mm256_shuffle_epi8(th, ih), hl = _mm256_shuffle_epi8(tl, ih);
+  words[0] = _mm256_unpacklo_epi8(ll, lh);
+  words[1] = _mm256_unpackhi_epi8(ll, lh);
+  words[2] = _mm256_unpacklo_epi8(hl, hh);
+  words[3] = _mm256_unpackhi_epi8(hl, hh);
+}
+
 // The 4 BF16 word vectors of one superblock of an MXFP4 row (p: the row's bytes, sc: its scale
 // bytes; full: 64 columns, else the 32-column K tail): vector v = 2u + o of the permuted order is
 // Fp4Even(words[u]) for o = 0 and Fp4Odd(words[u]) for o = 1.
@@ -302,12 +326,9 @@ template <bool kFull>
 __attribute__((always_inline)) inline void DecodeFp4Words(const uint8_t* p, const uint8_t* sc,
                                                           int64_t k, const uint8_t* tables,
                                                           __m256i* words) {
-  const __m256i nib = _mm256_set1_epi8(0x0F);
   const __m256i b =
       kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k / 2))
             : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k / 2)));
-  const __m256i il = _mm256_and_si256(b, nib);
-  const __m256i ih = _mm256_and_si256(_mm256_srli_epi16(b, 4), nib);
   const uint8_t* ta = tables + 32 * size_t{sc[k / 32]};
   const uint8_t* tb = tables + 32 * size_t{kFull ? sc[k / 32 + 1] : uint8_t{127}};
   auto half = [](const uint8_t* t) {
@@ -315,12 +336,7 @@ __attribute__((always_inline)) inline void DecodeFp4Words(const uint8_t* p, cons
   };
   const __m256i th = _mm256_blend_epi32(half(ta), half(tb), 0xF0);
   const __m256i tl = _mm256_blend_epi32(half(ta + 16), half(tb + 16), 0xF0);
-  const __m256i lh = _mm256_shuffle_epi8(th, il), ll = _mm256_shuffle_epi8(tl, il);
-  const __m256i hh = _mm256_shuffle_epi8(th, ih), hl = _mm256_shuffle_epi8(tl, ih);
-  words[0] = _mm256_unpacklo_epi8(ll, lh);
-  words[1] = _mm256_unpackhi_epi8(ll, lh);
-  words[2] = _mm256_unpacklo_epi8(hl, hh);
-  words[3] = _mm256_unpackhi_epi8(hl, hh);
+  Fp4LookupWords(b, th, tl, words);
 }
 inline __m256 Fp4Even(__m256i words) { return _mm256_castsi256_ps(_mm256_slli_epi32(words, 16)); }
 inline __m256 Fp4Odd(__m256i words) {
@@ -879,8 +895,7 @@ inline int64_t LanePaddedK(int64_t K) {
 
 // out (row stride LanePaddedK(K)) = rows of x in the lane layout's vector order: position
 // 64q + 8v + l of a group holds column Mxfp4LaneColumn(q, i, h) of the byte i and nibble h that
-// feed lane l of vector v = 2u + o (u = (i%16)/8 + 2h, o = i%2); zero past K. For one row, out
-// may equal x (each group is staged first); with more rows, only when x_stride is the padded K.
+// feed lane l of vector v = 2u + o (u = (i%16)/8 + 2h, o = i%2); see PermuteColumnsByBlock.
 void PermuteMxfp4Lanes(const float* x, int64_t rows, int64_t K, int64_t x_stride, float* out) {
   static const std::array<uint8_t, kMxfp4LaneGroup> cols = [] {
     std::array<uint8_t, kMxfp4LaneGroup> c{};
@@ -895,18 +910,7 @@ void PermuteMxfp4Lanes(const float* x, int64_t rows, int64_t K, int64_t x_stride
     }
     return c;
   }();
-  const int64_t kp = LanePaddedK(K);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = x + r * x_stride;
-    float* dst = out + r * kp;
-    for (int64_t g = 0; g < kp; g += kMxfp4LaneGroup) {
-      float tmp[kMxfp4LaneGroup];
-      const int64_t n = std::min(kMxfp4LaneGroup, K - g);
-      std::memcpy(tmp, src + g, n * sizeof(float));
-      std::fill(tmp + n, tmp + kMxfp4LaneGroup, 0.0f);
-      for (int i = 0; i < kMxfp4LaneGroup; ++i) dst[g + i] = tmp[cols[i]];
-    }
-  }
+  PermuteColumnsByBlock(x, rows, K, x_stride, cols, out);
 }
 
 // NS weight rows rows[0..NS) against MR rows of lane-permuted x (xp, row length kp).
@@ -924,7 +928,6 @@ void StreamTileLanes(const float* const* xp, const WeightView& w, int64_t kp, co
       _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(unit)));
   const __m256i tl =
       _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(unit + 16)));
-  const __m256i nib = _mm256_set1_epi8(0x0F);
   // With MR·NS <= 2 the running sums stay in registers. Beyond that the 2·MR·NS partial sums
   // fill the 16 ymm registers, and the running sums (touched once per 256 columns) live in
   // memory: measured a few percent faster for M = 3..4 than leaving them to the spiller.
@@ -945,12 +948,8 @@ void StreamTileLanes(const float* const* xp, const WeightView& w, int64_t kp, co
       for (int j = 0; j < NS; ++j) {
         const __m256i b =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[j] + g / 2 + 32 * q));
-        const __m256i il = _mm256_and_si256(b, nib);
-        const __m256i ih = _mm256_and_si256(_mm256_srli_epi16(b, 4), nib);
-        const __m256i lh = _mm256_shuffle_epi8(th, il), ll = _mm256_shuffle_epi8(tl, il);
-        const __m256i hh = _mm256_shuffle_epi8(th, ih), hl = _mm256_shuffle_epi8(tl, ih);
-        const __m256i words[4] = {_mm256_unpacklo_epi8(ll, lh), _mm256_unpackhi_epi8(ll, lh),
-                                  _mm256_unpacklo_epi8(hl, hh), _mm256_unpackhi_epi8(hl, hh)};
+        __m256i words[4];
+        Fp4LookupWords(b, th, tl, words);
 #pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
           const __m256 even = Fp4Even(words[u]);
@@ -1084,6 +1083,30 @@ size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions&
   return bytes;
 }
 
+namespace {
+
+// x for an MXFP4 kernel: each row quantised per 128 (ActQuantFp8Sim) when `quantize`, then put
+// in the kernel's column order by `permute` into ws (row stride kp; a row is staged in its own
+// output row first, which both permutations allow).
+float* PrepareMxfp4X(const float* x, int64_t x_stride, int64_t M, int64_t K, bool quantize,
+                     int64_t kp, void (*permute)(const float*, int64_t, int64_t, int64_t, float*),
+                     char* ws) {
+  float* xq = reinterpret_cast<float*>(ws);
+  for (int64_t m = 0; m < M; ++m) {
+    const float* src = x + m * x_stride;
+    float* dst = xq + m * kp;
+    if (quantize) {
+      std::memcpy(dst, src, K * sizeof(float));
+      ActQuantFp8Sim(dst, 1, K, 128);
+      src = dst;
+    }
+    permute(src, 1, K, K, dst);
+  }
+  return xq;
+}
+
+}  // namespace
+
 void Linear(const float* x, int64_t M, const WeightView& w, float* y, const LinearOptions& opt,
             ThreadPool* pool, void* workspace, size_t workspace_bytes) {
   const int64_t K = w.cols;
@@ -1091,37 +1114,16 @@ void Linear(const float* x, int64_t M, const WeightView& w, float* y, const Line
   const int64_t y_stride = opt.y_stride ? opt.y_stride : w.rows;
   char* ws = static_cast<char*>(workspace);
   if (w.dtype == WeightDType::kMXFP4 && w.lane_codes != nullptr) {
-    const int64_t kp = LanePaddedK(K);
-    float* xq = reinterpret_cast<float*>(ws);
-    for (int64_t m = 0; m < M; ++m) {
-      const float* src = x + m * x_stride;
-      float* dst = xq + m * kp;
-      if (opt.quantize_activations) {
-        std::memcpy(dst, src, K * sizeof(float));
-        ActQuantFp8Sim(dst, 1, K, 128);
-        src = dst;
-      }
-      PermuteMxfp4Lanes(src, 1, K, K, dst);
-    }
+    float* xq = PrepareMxfp4X(x, x_stride, M, K, opt.quantize_activations, LanePaddedK(K),
+                              &PermuteMxfp4Lanes, ws);
     return LinearMxfp4Lanes(xq, M, w, y, y_stride, opt.bias, pool);
   }
   if (w.dtype == WeightDType::kMXFP4) {
     // StreamFp4's column order, zero padded to whole 64-column superblocks.
     const int64_t kx = Fp4PaddedK(K);
-    float* xq = reinterpret_cast<float*>(ws);
-    for (int64_t m = 0; m < M; ++m) {
-      const float* src = x + m * x_stride;
-      float* dst = xq + m * kx;
-      if (opt.quantize_activations) {
-        std::memcpy(dst, src, K * sizeof(float));
-        ActQuantFp8Sim(dst, 1, K, 128);
-        src = dst;
-      }
-      PermuteMxfp4Stream(src, 1, K, kx, dst);
-    }
-    x = xq;
+    x = PrepareMxfp4X(x, x_stride, M, K, opt.quantize_activations, kx, &PermuteMxfp4Stream, ws);
     x_stride = kx;
-    ws += AlignUp(static_cast<size_t>(M * Fp4PaddedK(K)) * 4);
+    ws += AlignUp(static_cast<size_t>(M * kx) * 4);
   } else if (opt.quantize_activations) {
     float* xq = reinterpret_cast<float*>(ws);
     for (int64_t m = 0; m < M; ++m) {
