@@ -724,7 +724,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
     return absl::InvalidArgumentError(
         absl::StrCat(m->ckpt_->path(), "/config.json: o_lora_rank must be a multiple of 128"));
   }
-  ASSIGN_OR_RETURN(m->w_, BindWeights(c, *m->ckpt_));
+  // The FP32-activation mode runs every Linear on the FP64 path, which reads the originals.
+  ASSIGN_OR_RETURN(m->w_, BindWeights(c, *m->ckpt_, /*repack_experts=*/!options.fp32_activations));
 
   // KV layout.
   auto impl = std::make_unique<Impl>();

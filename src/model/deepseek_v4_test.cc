@@ -385,6 +385,10 @@ TEST(DsV4Weights, RoutedExpertsTakeTheKernelsLaneLayout) {
   EXPECT_EQ((*unpacked)->lane_pack_bytes, 0);
   EXPECT_TRUE((*unpacked)->lane_packs.empty());
   EXPECT_EQ((*unpacked)->blocks[0].ffn.experts[0].w1.lane_codes, nullptr);
+  // Nor does a load for the FP64 (FP32-activation) path only.
+  ASSERT_OK_AND_ASSIGN(auto fp64_only, BindWeights(c, *ckpt, /*repack_experts=*/false));
+  EXPECT_EQ(fp64_only->lane_pack_bytes, 0);
+  EXPECT_EQ(fp64_only->blocks[0].ffn.experts[0].w1.lane_codes, nullptr);
 }
 
 // Malformed or mismatched checkpoints give errors naming the tensor.

@@ -12,7 +12,8 @@ namespace {
 
 class Binder {
  public:
-  Binder(const Config& c, const Checkpoint& ckpt, Weights* w) : c_(c), ckpt_(ckpt), w_(w) {}
+  Binder(const Config& c, const Checkpoint& ckpt, bool repack, Weights* w)
+      : c_(c), ckpt_(ckpt), repack_(repack), w_(w) {}
 
   absl::StatusOr<TensorView> Get(const std::string& name) { return ckpt_.Get(name); }
 
@@ -122,7 +123,7 @@ class Binder {
     m.data = t.data;
     m.scale = s.data;
     m.scale_cols = cols / 32;
-    if (Env().repack_weights && kernels::UsesMxfp4Lanes()) {
+    if (repack_) {
       const kernels::WeightView view{kernels::WeightDType::kMXFP4, m.data, m.scale,
                                      kernels::ScaleDType::kE8M0,   rows,   cols};
       auto pack = std::make_unique<kernels::Mxfp4LanePack>();
@@ -285,14 +286,17 @@ class Binder {
  private:
   const Config& c_;
   const Checkpoint& ckpt_;
+  const bool repack_;  // routed FP4 experts into the kernels' lane layout
   Weights* w_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Weights>> BindWeights(const Config& config, const Checkpoint& ckpt) {
+absl::StatusOr<std::unique_ptr<Weights>> BindWeights(const Config& config, const Checkpoint& ckpt,
+                                                     bool repack_experts) {
   auto w = std::make_unique<Weights>();
-  Binder binder(config, ckpt, w.get());
+  Binder binder(config, ckpt, repack_experts && Env().repack_weights && kernels::UsesMxfp4Lanes(),
+                w.get());
   RETURN_IF_ERROR(binder.All());
   return w;
 }

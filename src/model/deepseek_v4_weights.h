@@ -108,7 +108,10 @@ struct Weights {
 // Binds every tensor of `config` in `ckpt`. Errors (naming the tensor and file): NotFound for a
 // missing tensor, InvalidArgument for a wrong dtype or shape or an out-of-range tid2eid entry.
 // Unexpected extra tensors are ignored (the official converter skips mtp.*emb*/mtp.*head.weight).
-absl::StatusOr<std::unique_ptr<Weights>> BindWeights(const Config& config, const Checkpoint& ckpt);
+// repack_experts: repack the routed FP4 experts for the CPU kernels where they read that layout
+// (and DEEPINFER_REPACK_WEIGHTS allows); false when only the FP64 debug path will read them.
+absl::StatusOr<std::unique_ptr<Weights>> BindWeights(const Config& config, const Checkpoint& ckpt,
+                                                     bool repack_experts = true);
 
 }  // namespace deepinfer::model::dsv4
 
