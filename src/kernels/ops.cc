@@ -65,7 +65,7 @@ bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out, ThreadPool* pool) {
   for (int64_t i = 0; i < N * nb; ++i) {
     if (scales[i] < 1 || scales[i] > 252) return false;
   }
-  const int64_t kp = (K + kMxfp4LaneGroup - 1) / kMxfp4LaneGroup * kMxfp4LaneGroup;
+  const int64_t kp = Mxfp4LanePaddedK(K);
   const auto* data = static_cast<const uint8_t*>(w.data);
   out->codes.assign(static_cast<size_t>(N * kp / 2), 0);
   out->scales.assign(static_cast<size_t>(N * kp / 32), 127);
@@ -108,7 +108,7 @@ bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out, ThreadPool* pool) {
 
 WeightView WithLanes(WeightView w, const Mxfp4LanePack& pack) {
   CHECK(w.dtype == WeightDType::kMXFP4);
-  const int64_t kp = (w.cols + kMxfp4LaneGroup - 1) / kMxfp4LaneGroup * kMxfp4LaneGroup;
+  const int64_t kp = Mxfp4LanePaddedK(w.cols);
   CHECK_EQ(static_cast<int64_t>(pack.codes.size()), w.rows * kp / 2)
       << "lane pack of another shape";
   w.lane_codes = pack.codes.data();
@@ -164,7 +164,7 @@ WeightView SliceRows(const WeightView& w, int64_t row_begin, int64_t row_count) 
       const int64_t scale_bytes = w.scale_dtype == ScaleDType::kF32 ? 4 : 1;
       s.scales = static_cast<const uint8_t*>(w.scales) + row_begin * (w.cols / 32) * scale_bytes;
       if (w.lane_codes != nullptr) {
-        const int64_t kp = (w.cols + kMxfp4LaneGroup - 1) / kMxfp4LaneGroup * kMxfp4LaneGroup;
+        const int64_t kp = Mxfp4LanePaddedK(w.cols);
         s.lane_codes = w.lane_codes + row_begin * kp / 2;
         s.lane_scales = w.lane_scales + row_begin * kp / 32;
       }

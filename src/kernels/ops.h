@@ -126,6 +126,10 @@ struct Mxfp4LanePack {
   std::vector<uint8_t> scales;
 };
 inline constexpr int64_t kMxfp4LaneGroup = 256;
+// Kp: K rounded up to a whole lane group (columns per row of the lane layout).
+constexpr int64_t Mxfp4LanePaddedK(int64_t K) {
+  return (K + kMxfp4LaneGroup - 1) / kMxfp4LaneGroup * kMxfp4LaneGroup;
+}
 // Column within its 256-column group of byte i (0..31) of chunk q (0..3), nibble h (0 = low):
 // block l = 4(i/16) + (i%8)/2 (the lane that byte feeds), position 8q + 4((i%16)/8) + 2h + i%2.
 constexpr int Mxfp4LaneColumn(int q, int i, int h) {

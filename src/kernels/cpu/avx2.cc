@@ -889,11 +889,7 @@ void PackedRows(const float* xpk, int64_t M, const WeightView& w, int64_t n0, in
 // e in [1, 254]; PackMxfp4Lanes admits only [1, 252]). Measured against StreamTileFp4 (/tmp
 // microbenchmark, docs/performance.md): the per-superblock table build was ~1/4 of its time.
 
-inline int64_t LanePaddedK(int64_t K) {
-  return (K + kMxfp4LaneGroup - 1) / kMxfp4LaneGroup * kMxfp4LaneGroup;
-}
-
-// out (row stride LanePaddedK(K)) = rows of x in the lane layout's vector order: position
+// out (row stride Mxfp4LanePaddedK(K)) = rows of x in the lane layout's vector order: position
 // 64q + 8v + l of a group holds column Mxfp4LaneColumn(q, i, h) of the byte i and nibble h that
 // feed lane l of vector v = 2u + o (u = (i%16)/8 + 2h, o = i%2); see PermuteColumnsByBlock.
 void PermuteMxfp4Lanes(const float* x, int64_t rows, int64_t K, int64_t x_stride, float* out) {
@@ -995,7 +991,7 @@ void StreamTileLanes(const float* const* xp, const WeightView& w, int64_t kp, co
 // Every M: groups of up to kStreamMaxM x rows, each row's arithmetic independent of the others.
 void LinearMxfp4Lanes(const float* xp, int64_t M, const WeightView& w, float* y, int64_t y_stride,
                       const float* bias, ThreadPool* pool) {
-  const int64_t N = w.rows, kp = LanePaddedK(w.cols);
+  const int64_t N = w.rows, kp = Mxfp4LanePaddedK(w.cols);
   const int threads = pool != nullptr && N > kAlignN ? pool->num_threads() : 1;
   cpu::ForEachThreadRange(N, kAlignN, pool, threads, [&](int64_t n0, int64_t n1, int) {
     cpu::ForEachRowGroup(
@@ -1067,8 +1063,8 @@ size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions&
                             int num_threads) {
   size_t bytes = 0;
   if (w.dtype == WeightDType::kMXFP4) {
-    bytes += AlignUp(static_cast<size_t>(
-                         M * (w.lane_codes != nullptr ? LanePaddedK(w.cols) : Fp4PaddedK(w.cols))) *
+    bytes += AlignUp(static_cast<size_t>(M * (w.lane_codes != nullptr ? Mxfp4LanePaddedK(w.cols)
+                                                                      : Fp4PaddedK(w.cols))) *
                      4);
   } else if (opt.quantize_activations) {
     bytes += AlignUp(static_cast<size_t>(M * w.cols) * 4);
@@ -1114,7 +1110,7 @@ void Linear(const float* x, int64_t M, const WeightView& w, float* y, const Line
   const int64_t y_stride = opt.y_stride ? opt.y_stride : w.rows;
   char* ws = static_cast<char*>(workspace);
   if (w.dtype == WeightDType::kMXFP4 && w.lane_codes != nullptr) {
-    float* xq = PrepareMxfp4X(x, x_stride, M, K, opt.quantize_activations, LanePaddedK(K),
+    float* xq = PrepareMxfp4X(x, x_stride, M, K, opt.quantize_activations, Mxfp4LanePaddedK(K),
                               &PermuteMxfp4Lanes, ws);
     return LinearMxfp4Lanes(xq, M, w, y, y_stride, opt.bias, pool);
   }
