@@ -136,8 +136,9 @@ constexpr int Mxfp4LaneColumn(int q, int i, int h) {
   return 32 * (4 * (i / 16) + (i % 8) / 2) + 8 * q + 4 * ((i % 16) / 8) + 2 * h + i % 2;
 }
 // Fills *out with w (MXFP4, no lane layout of its own) in the lane layout and returns true, or
-// returns false and leaves *out empty where the layout cannot reproduce the reference exactly:
-// a scale byte outside [1, 252] (E8M0 0 is 2^-127, 253+ can overflow 6·2^(e-127), 255 is NaN).
+// returns false and leaves *out empty where scaling after the sums would not give the
+// reference's special values: a scale byte outside [1, 252] (E8M0 0 is 2^-127, not the 0 the
+// kernel's shift makes; 253+ can overflow 6·2^(e-127) to inf; 255 is NaN).
 // Rows are split over `pool` when given (model load).
 bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out, ThreadPool* pool = nullptr);
 // Whether the Linear kernels this process runs (KernelIsa) read the lane layout: AVX2 yes;
