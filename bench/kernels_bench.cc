@@ -186,7 +186,8 @@ struct WeightSet {
   int64_t bytes_each = 0;
 };
 
-WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footprint) {
+WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footprint,
+                      bool repack) {
   WeightSet s;
   const int64_t data_bytes = WeightDataBytes(dtype, N, K);
   const int64_t scale_count = WeightScaleCount(dtype, N, K);
@@ -211,7 +212,7 @@ WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footpr
     s.scales.push_back(std::move(sc));
   }
   // As a model loader does: MXFP4 goes into the lane layout where the kernels use it.
-  const bool lanes = dtype == WeightDType::kMXFP4 && UsesMxfp4Lanes();
+  const bool lanes = repack && dtype == WeightDType::kMXFP4 && UsesMxfp4Lanes();
   s.lanes.resize(lanes ? copies : 0);
   for (int c = 0; c < copies; ++c) {
     s.views.push_back(WeightView{dtype, s.data[c].data(),
@@ -224,12 +225,12 @@ WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footpr
   return s;
 }
 
-void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize) {
+void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize, bool repack = true) {
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
   // Decode benches rotate through copies larger than the caches; prefill reuses one matrix
   // (it is compute-bound by design, and the copies would only cost memory).
   const bool decode = M <= 4 && N * K >= (int64_t{1} << 22);
-  WeightSet ws = MakeWeights(dtype, N, K, decode ? kMinWeightFootprint : 0);
+  WeightSet ws = MakeWeights(dtype, N, K, decode ? kMinWeightFootprint : 0, repack);
   std::vector<float> x(M * K), y(M * N);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
@@ -292,12 +293,17 @@ void BM_LinearBf16(benchmark::State& s) { RunLinear(s, WeightDType::kBF16, false
 void BM_LinearF32(benchmark::State& s) { RunLinear(s, WeightDType::kF32, false); }
 void BM_LinearFp8(benchmark::State& s) { RunLinear(s, WeightDType::kFP8Block, true); }
 void BM_LinearMxfp4(benchmark::State& s) { RunLinear(s, WeightDType::kMXFP4, true); }
+// MXFP4 left in the checkpoint layout (DEEPINFER_REPACK_WEIGHTS=0, or scales the repack refuses).
+void BM_LinearMxfp4Plain(benchmark::State& s) {
+  RunLinear(s, WeightDType::kMXFP4, true, /*repack=*/false);
+}
 
 // Decode: M = 1 (and a small batch of 4), 4096 x 4096.
 BENCHMARK(BM_LinearBf16)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
 BENCHMARK(BM_LinearF32)->Args({1, 4096, 4096})->UseManualTime();
 BENCHMARK(BM_LinearFp8)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
 BENCHMARK(BM_LinearMxfp4)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
+BENCHMARK(BM_LinearMxfp4Plain)->Args({1, 4096, 4096})->UseManualTime();
 // Cache-resident matrix-vector (256 KiB of FP8): the decode kernels' compute cost alone.
 BENCHMARK(BM_LinearBf16)
     ->Args({1, 128, 1024})
