@@ -302,7 +302,11 @@ void BM_LinearMxfp4Plain(benchmark::State& s) {
 BENCHMARK(BM_LinearBf16)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
 BENCHMARK(BM_LinearF32)->Args({1, 4096, 4096})->UseManualTime();
 BENCHMARK(BM_LinearFp8)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
-BENCHMARK(BM_LinearMxfp4)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
+BENCHMARK(BM_LinearMxfp4)
+    ->Args({1, 4096, 4096})
+    ->Args({2, 4096, 4096})
+    ->Args({4, 4096, 4096})
+    ->UseManualTime();
 BENCHMARK(BM_LinearMxfp4Plain)->Args({1, 4096, 4096})->UseManualTime();
 // Cache-resident matrix-vector (256 KiB of FP8): the decode kernels' compute cost alone.
 BENCHMARK(BM_LinearBf16)
