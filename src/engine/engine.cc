@@ -66,6 +66,7 @@ class Engine::Impl {
     return stats_;
   }
   void Shutdown(int64_t timeout_ns);
+  void ResetPrefixCache() {}  // TODO(prefix cache): engine-thread reset
 
   const model::ModelInfo& info() const { return model_->info(); }
   const EngineConfig& config() const { return config_; }
@@ -513,6 +514,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(GenerateRequest re
 }
 void Engine::Abort(const std::string& request_id) { impl_->Abort(request_id); }
 EngineStats Engine::Stats() const { return impl_->Stats(); }
+void Engine::ResetPrefixCache() { impl_->ResetPrefixCache(); }
 void Engine::Shutdown(int64_t timeout_ns) { impl_->Shutdown(timeout_ns); }
 const model::ModelInfo& Engine::model_info() const { return impl_->info(); }
 const EngineConfig& Engine::config() const { return impl_->config(); }

@@ -37,6 +37,17 @@ struct EngineConfig {
   int max_waiting_requests = 100000;
   // Overlap planning/post-processing with the forward (DEEPINFER-DESIGN.md §8).
   bool async_scheduling = true;
+  // Prefix caching over the block pool (KV-CACHE.md §2-6): complete blocks stay cached after
+  // their last user and later requests with the same prefix reuse them.
+  bool enable_prefix_caching = true;
+  // kReplay: the hit rule of KV-CACHE.md §5 with bounded replay when no SWA snapshot exists
+  // (blocks computed after a replay are marked approximate). kExact: only exact blocks are
+  // reused and the hit ends at a snapshot (never replays); outputs equal an uncached run.
+  enum class PrefixCacheMode { kReplay, kExact };
+  PrefixCacheMode prefix_cache_mode = PrefixCacheMode::kReplay;
+  // Host-memory budget for SWA state snapshots (bytes, LRU). 0 = no snapshots (every DeepSeek
+  // hit then replays, or misses in exact mode).
+  int64_t snapshot_memory_bytes = int64_t{1} << 30;
 };
 
 // A snapshot of engine counters.
@@ -52,6 +63,18 @@ struct EngineStats {
   int64_t total_prompt_tokens = 0;  // prompt tokens computed (recomputation included)
   int64_t total_output_tokens = 0;  // tokens generated and delivered
   int64_t num_finished_requests = 0;
+  // Prefix cache (tokens): prompt tokens looked up, tokens served from the cache, tokens
+  // recomputed by bounded replays, replays run, blocks evicted, blocks cached (evictable or in
+  // use), snapshots held and their bytes.
+  int64_t prefix_cache_query_tokens = 0;
+  int64_t prefix_cache_hit_tokens = 0;
+  int64_t prefix_cache_replayed_tokens = 0;
+  int64_t prefix_cache_replays = 0;
+  int64_t prefix_cache_evicted_blocks = 0;
+  int64_t prefix_cache_blocks = 0;
+  int64_t snapshots = 0;
+  int64_t snapshot_bytes = 0;
+  int64_t snapshot_evictions = 0;
 };
 
 class Engine {
@@ -83,6 +106,11 @@ class Engine {
   void Abort(const std::string& request_id);
 
   EngineStats Stats() const;
+
+  // Empties the prefix cache (vLLM's /reset_prefix_cache): every cached block that no running
+  // sequence holds is freed, blocks in use stop being shared, and all snapshots are dropped.
+  // Runs on the engine thread before its next step; returns once done (or at shutdown).
+  void ResetPrefixCache();
 
   // Stops accepting requests, waits up to `timeout_ns` for live requests to finish, then aborts
   // the rest and joins the threads. Idempotent.

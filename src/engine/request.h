@@ -26,6 +26,10 @@ struct GenerateRequest {
   std::string request_id;
   std::vector<int32_t> prompt;  // non-empty, ids < vocab_size
   SamplingParams params;
+  // Prefix-cache isolation (vLLM's `cache_salt`): folded into every block key of this request,
+  // so requests with different salts never share cached KV. "" = no salt (shared with every
+  // other unsalted request).
+  std::string cache_salt;
 };
 
 // Why a sample stopped.
@@ -66,7 +70,14 @@ struct StepOutput {
   int64_t first_token_ns = 0;  // when this sample's first token was produced (0 if none yet)
   int64_t now_ns = 0;          // when this message was produced
   int prompt_tokens = 0;
-  int cached_tokens = 0;  // prompt tokens served from a prefix cache (0 for now)
+  // Prompt tokens served from the prefix cache (KV-CACHE.md §5): the hit, not counting replayed
+  // tokens. 0 when prefix caching is off or nothing matched.
+  int cached_tokens = 0;
+  // Tokens of the hit prefix recomputed by a bounded replay (the block before the hit end,
+  // KV-CACHE.md §5 rule 4); 0 when the hit restored a snapshot or there was no hit.
+  int replayed_tokens = 0;
+  // True when this sample's KV descends from a replayed (approximate) window state.
+  bool approximate = false;
   int output_tokens = 0;  // this sample's generated tokens so far
 };
 

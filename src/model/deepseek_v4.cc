@@ -29,6 +29,10 @@ struct SeqCtx {
   std::span<const int32_t> block_table;
   uint8_t* state = nullptr;  // this sequence's state slot
   const KvCacheView* kv = nullptr;
+  // Bounded replay (model.h SequenceChunk): window keys start at `floor`; compressed rows that
+  // complete before `keep_until` are already cached and are not written.
+  int64_t floor = 0;
+  int64_t keep_until = 0;
 };
 
 // The rows of one forward: every chunk's tokens concatenated in batch order. Token-wise work
@@ -325,6 +329,7 @@ struct DeepseekV4Model::Impl {
         } else {
           Fp8SimInPlace(row.data(), c - rd, 64);
         }
+        if (p < s.keep_until) continue;  // replay: the cached row stays as it is
         rows.insert(rows.end(), row.begin(), row.end());
         row_ids.push_back({si, p / m});
       }
@@ -485,7 +490,7 @@ struct DeepseekV4Model::Impl {
         const float* chunk_kv = kv.data() + s.row0 * d;
         const int64_t p = b.pos[t];
         keys.clear();
-        for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) {
+        for (int64_t j = std::max<int64_t>(s.floor, p - W + 1); j <= p; ++j) {
           keys.push_back(j >= s.p0 ? chunk_kv + (j - s.p0) * d : ring + (j % W) * d);
         }
         if (m > 0) {
@@ -670,7 +675,7 @@ struct DeepseekV4Model::Impl {
     }
     if (bw.ratio > 0) {
       for (const SeqCtx& s : b.seqs) {
-        if (s.p0 != 0) continue;
+        if (s.p0 != s.floor) continue;  // a sequence (or a replay) starts here
         ResetCompressorState(s, bi.state_comp, bw.attn.compressor);
         if (bw.attn.has_indexer) ResetCompressorState(s, bi.state_idx_comp, bw.attn.idx_compressor);
       }
@@ -774,6 +779,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
     }
   }
   L.layout_id = id;
+  L.window_tokens = c.window;
   m->impl_ = std::move(impl);
 
   ModelInfo& info = m->info_;
@@ -810,6 +816,12 @@ absl::Status DeepseekV4Model::ValidateChunk(const SequenceChunk& chunk,
   if (chunk.state_slot < 0 || chunk.state_slot >= kv.num_state_slots || kv.state_base == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("DeepSeek-V4 forward: bad state slot ", chunk.state_slot));
+  }
+  if (chunk.replay_start < 0 || chunk.replay_start > chunk.start_pos ||
+      chunk.replay_until < 0 || chunk.replay_start % kBlockTokens != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DeepSeek-V4 forward: bad replay range [", chunk.replay_start, ", ", chunk.replay_until,
+        ") for a chunk at ", chunk.start_pos, " (the start must be block-aligned and <= it)"));
   }
   if (!layout_.paged.empty()) {
     const int64_t need = (chunk.start_pos + T + kBlockTokens - 1) / kBlockTokens;
@@ -860,6 +872,8 @@ absl::Status DeepseekV4Model::Run(std::span<const SequenceChunk> chunks, const K
     s.block_table = chunk.block_table;
     s.state = kv.state_base + static_cast<int64_t>(chunk.state_slot) * layout_.StateBytes();
     s.kv = &kv;
+    s.floor = chunk.replay_start;
+    s.keep_until = chunk.replay_until;
     for (int64_t t = 0; t < s.T; ++t) {
       b.pos.push_back(s.p0 + t);
       b.seq_of.push_back(static_cast<int32_t>(b.seqs.size()));

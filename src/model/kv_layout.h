@@ -19,6 +19,9 @@ namespace deepinfer::model {
 // Tokens per KV block: the storage, prefix-matching and replay granularity.
 inline constexpr int kBlockTokens = 128;
 
+// Tokens of speculative rollback the window rings and the hit rule reserve (the seed's 6).
+inline constexpr int kSpeculativeRollbackTokens = 6;
+
 // One paged cache: `rows_per_block` rows of `row_bytes` each per block (e.g. Llama layer L's K:
 // 128 rows of num_kv_heads*head_dim floats; DSv4 CSA layer compressed KV: 32 rows).
 struct PagedCacheSpec {
@@ -40,6 +43,10 @@ struct KvLayout {
   // Identifies the bytes a block holds (model, dims, precision, layout version): part of every
   // prefix-cache key, so blocks of different layouts never match (KV-CACHE.md §2).
   uint64_t layout_id = 0;
+  // Sliding-window length in tokens of the model's window state (DeepSeek: `sliding_window`);
+  // 0 when the model keeps no per-sequence state (Llama). The prefix-cache hit rule leaves at
+  // least window + kSpeculativeRollbackTokens tokens to recompute (KV-CACHE.md §5).
+  int64_t window_tokens = 0;
 
   // Bytes of one block (all paged caches; each cache's region 64-byte aligned).
   int64_t BlockBytes() const;

@@ -294,6 +294,11 @@ absl::Status Llama::Validate(const ForwardBatch& batch, const KvCacheView& kv) c
     if (c.start_pos < 0) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": negative start_pos"));
     }
+    if (c.replay_start != 0 || c.replay_until > c.start_pos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": Llama has no window state to replay (replay range [",
+                       c.replay_start, ", ", c.replay_until, "))"));
+    }
     const int64_t end = c.start_pos + static_cast<int64_t>(c.tokens.size());
     if (end > cfg_.max_position_embeddings) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": positions up to ", end - 1,

@@ -71,6 +71,16 @@ struct SequenceChunk {
   // model initialises the slot; otherwise it continues from what the slot holds.
   int32_t state_slot = -1;
   LogitsMode logits = LogitsMode::kLast;
+  // Bounded replay (KV-CACHE.md §5 rule 4). When `replay_until` > start_pos, this chunk starts
+  // a replay at `replay_start` (<= start_pos; the state slot is initialised there, as at
+  // position 0, when start_pos == replay_start): positions [replay_start, replay_until) already
+  // have their block KV in the cache, which is read but never overwritten, and the query at
+  // position i attends window keys max(replay_start, i - window + 1) .. i only. The replay
+  // rebuilds the window rings and compressor carry. Later chunks of the same sequence pass the
+  // same replay_start (their window floor) with replay_until <= start_pos. Architectures without
+  // per-sequence state (Llama) require replay_start == 0.
+  int64_t replay_start = 0;
+  int64_t replay_until = 0;
 };
 
 struct ForwardBatch {
