@@ -28,6 +28,20 @@ using model::kBlockTokens;
 
 int64_t BlocksFor(int64_t tokens) { return (tokens + kBlockTokens - 1) / kBlockTokens; }
 
+SchedulerConfig MakeSchedulerConfig(const EngineConfig& config, const model::ModelInfo& info,
+                                    const model::KvLayout& layout) {
+  SchedulerConfig sc;
+  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_num_batched_tokens = config.max_num_batched_tokens;
+  sc.max_context = info.max_context;
+  sc.prefix_caching = config.enable_prefix_caching;
+  sc.exact = config.prefix_cache_mode == EngineConfig::PrefixCacheMode::kExact;
+  sc.layout_id = layout.layout_id;
+  sc.window_tokens = layout.window_tokens;
+  sc.has_state = layout.StateBytes() > 0;
+  return sc;
+}
+
 }  // namespace
 
 class Engine::Impl {
@@ -38,11 +52,13 @@ class Engine::Impl {
         config_(config),
         blocks_(std::move(blocks)),
         slots_(std::move(slots)),
-        scheduler_(SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
-                                   model_->info().max_context},
-                   blocks_.get(), slots_.get()),
-        runner_(model_.get(), model::KvCacheView{blocks_->base(), blocks_->num_blocks(),
-                                                 slots_->base(), slots_->num_slots()}) {
+        snapshots_(config.snapshot_memory_bytes),
+        scheduler_(MakeSchedulerConfig(config, model_->info(), model_->kv_layout()), blocks_.get(),
+                   slots_.get(), &snapshots_),
+        runner_(model_.get(),
+                model::KvCacheView{blocks_->base(), blocks_->num_blocks(), slots_->base(),
+                                   slots_->num_slots()},
+                model_->kv_layout().StateBytes()) {
     std::random_device rd;
     seed_base_ = (uint64_t{rd()} << 32) ^ rd();
     stats_.kv_blocks_total = blocks_->num_blocks();
@@ -66,7 +82,12 @@ class Engine::Impl {
     return stats_;
   }
   void Shutdown(int64_t timeout_ns);
-  void ResetPrefixCache() {}  // TODO(prefix cache): engine-thread reset
+  void ResetPrefixCache() {
+    std::unique_lock<std::mutex> lock(in_mu_);
+    const int64_t ticket = ++reset_requested_;
+    in_cv_.notify_all();
+    reset_cv_.wait(lock, [&] { return reset_done_ >= ticket || engine_exited_; });
+  }
 
   const model::ModelInfo& info() const { return model_->info(); }
   const EngineConfig& config() const { return config_; }
@@ -99,6 +120,7 @@ class Engine::Impl {
   const EngineConfig config_;
   std::unique_ptr<kv::BlockPool> blocks_;
   std::unique_ptr<kv::StateCache> slots_;
+  kv::SnapshotCache snapshots_;
   Scheduler scheduler_;
   ModelRunner runner_;
   uint64_t seed_base_ = 0;
@@ -113,6 +135,10 @@ class Engine::Impl {
   bool accepting_ = true;                     // guarded by in_mu_
   bool stop_ = false;                         // guarded by in_mu_
   std::condition_variable idle_cv_;           // signalled when live_ids_ empties
+  int64_t reset_requested_ = 0;               // guarded by in_mu_
+  int64_t reset_done_ = 0;                    // guarded by in_mu_
+  bool engine_exited_ = false;                // guarded by in_mu_
+  std::condition_variable reset_cv_;          // signalled when reset_done_ advances
 
   // Engine thread only.
   std::unordered_map<std::string, RequestState> requests_;
@@ -122,6 +148,7 @@ class Engine::Impl {
   std::deque<StepResult> sync_results_;
   int64_t next_seq_id_ = 0;
   int64_t next_order_ = 0;
+  int64_t reset_done_seen_ = 0;
   EngineStats local_stats_;
 
   // Async runner hand-off.
@@ -187,6 +214,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Impl::Submit(GenerateRequ
   info->prompt = std::move(request.prompt);
   info->params = std::move(request.params);
   info->arrival_ns = MonotonicNanos();
+  info->cache_salt = kv::CacheSaltFromString(request.cache_salt);
   if (!info->params.ignore_eos) info->eos_token_ids = mi.eos_token_ids;
   std::shared_ptr<RequestStream> stream;
   {
@@ -244,11 +272,23 @@ bool Engine::Impl::TakeInputs() {
   std::deque<Pending> subs;
   std::vector<std::string> aborts;
   bool stop;
+  int64_t reset = 0;
   {
     std::lock_guard<std::mutex> lock(in_mu_);
     subs.swap(submissions_);
     aborts.swap(aborts_);
     stop = stop_;
+    reset = reset_requested_;
+  }
+  if (reset > reset_done_seen_) {
+    scheduler_.ResetPrefixCache();
+    UpdateStats();  // the caller sees the emptied cache in Stats()
+    reset_done_seen_ = reset;
+    {
+      std::lock_guard<std::mutex> lock(in_mu_);
+      reset_done_ = reset;
+    }
+    reset_cv_.notify_all();
   }
   for (Pending& p : subs) {
     RequestState& rs = requests_[p.info->request_id];
@@ -262,6 +302,7 @@ bool Engine::Impl::TakeInputs() {
       seq->info = p.info;
       seq->sample_index = s;
       seq->tokens = p.info->prompt;
+      if (s > 0) seq->first_sample = rs.seqs.front();
       rs.seqs.push_back(seq.get());
       scheduler_.AddWaiting(seq.get());
       seqs_[seq->seq_id] = std::move(seq);
@@ -278,6 +319,9 @@ StepOutput Engine::Impl::BaseOutput(const Sequence& seq) const {
   out.first_token_ns = seq.first_token_ns;
   out.now_ns = MonotonicNanos();
   out.prompt_tokens = seq.prompt_len();
+  out.cached_tokens = seq.cached_tokens;
+  out.replayed_tokens = seq.replayed_tokens;
+  out.approximate = seq.output_approximate;
   out.output_tokens = static_cast<int>(seq.num_output_resolved());
   return out;
 }
@@ -326,6 +370,7 @@ void Engine::Impl::PostProcess(const StepResult& result) {
       FinishSeq(seq, FinishReason::kError, r.status, {}, {});
       continue;
     }
+    scheduler_.OnExecuted(seq, r.admission, r.end_pos, r.snapshot_kind, r.snapshot);
     if (!r.prompt_logprobs.empty() && !seq->prompt_logprobs_sent) {
       seq->prompt_logprobs.insert(seq->prompt_logprobs.end(), r.prompt_logprobs.begin(),
                                   r.prompt_logprobs.end());
@@ -436,6 +481,16 @@ void Engine::Impl::UpdateStats() {
   s.state_slots_used = slots_->num_used();
   s.state_slots_total = slots_->num_slots();
   s.num_preemptions = scheduler_.num_preemptions();
+  const PrefixCacheCounters& pc = scheduler_.prefix_counters();
+  s.prefix_cache_query_tokens = pc.query_tokens;
+  s.prefix_cache_hit_tokens = pc.hit_tokens;
+  s.prefix_cache_replayed_tokens = pc.replayed_tokens;
+  s.prefix_cache_replays = pc.replays;
+  s.prefix_cache_evicted_blocks = blocks_->num_evicted();
+  s.prefix_cache_blocks = blocks_->num_cached();
+  s.snapshots = snapshots_.size();
+  s.snapshot_bytes = snapshots_.bytes();
+  s.snapshot_evictions = snapshots_.num_evicted();
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }
@@ -449,6 +504,11 @@ void Engine::Impl::Loop() {
       for (const std::string& id : ids) AbortRequest(id);
       while (!in_flight_.empty()) PostProcess(WaitResult());
       UpdateStats();
+      {
+        std::lock_guard<std::mutex> lock(in_mu_);
+        engine_exited_ = true;
+      }
+      reset_cv_.notify_all();
       return;
     }
     StepPlan plan = scheduler_.Schedule();
@@ -464,7 +524,10 @@ void Engine::Impl::Loop() {
     UpdateStats();
     if (in_flight_.empty() && !has_items) {
       std::unique_lock<std::mutex> lock(in_mu_);
-      auto ready = [this] { return stop_ || !submissions_.empty() || !aborts_.empty(); };
+      auto ready = [this] {
+        return stop_ || !submissions_.empty() || !aborts_.empty() ||
+               reset_requested_ > reset_done_;
+      };
       if (seqs_.empty()) {
         in_cv_.wait(lock, ready);
       } else {
@@ -485,6 +548,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
         absl::StrCat("engine config: max_num_seqs (", config.max_num_seqs,
                      "), max_num_batched_tokens (", config.max_num_batched_tokens,
                      ") and kv_memory_bytes (", config.kv_memory_bytes, ") must be >= 1"));
+  }
+  if (config.snapshot_memory_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine config: snapshot_memory_bytes must be >= 0, got ", config.snapshot_memory_bytes));
   }
   const model::KvLayout& layout = model->kv_layout();
   const int64_t block_bytes = layout.BlockBytes();

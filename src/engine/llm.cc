@@ -183,6 +183,9 @@ absl::StatusOr<std::vector<GenerateOutput>> LLM::Generate(
       s.token_ids.insert(s.token_ids.end(), out->token_ids.begin(), out->token_ids.end());
       s.logprobs.insert(s.logprobs.end(), out->logprobs.begin(), out->logprobs.end());
       if (out->first_token_ns != 0) s.first_token_ns = out->first_token_ns;
+      s.cached_tokens = out->cached_tokens;
+      s.replayed_tokens = out->replayed_tokens;
+      s.approximate = out->approximate;
       if (out->finish.has_value()) {
         s.finish = *out->finish;
         s.finish_ns = out->now_ns;

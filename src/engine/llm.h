@@ -27,6 +27,11 @@ struct SampleOutput {
   FinishReason finish = FinishReason::kLength;
   int64_t first_token_ns = 0;  // MonotonicNanos
   int64_t finish_ns = 0;
+  // Prefix cache (StepOutput): prompt tokens served from the cache, tokens a bounded replay
+  // recomputed, and whether the sample descends from a replayed window state.
+  int cached_tokens = 0;
+  int replayed_tokens = 0;
+  bool approximate = false;
 };
 
 // One prompt's result: `samples` has params.n entries, by sample index.

@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include <cstring>
 #include <span>
 
 #include "common/check.h"
@@ -9,8 +10,9 @@
 
 namespace deepinfer::engine {
 
-ModelRunner::ModelRunner(model::CausalLM* model, const model::KvCacheView& kv)
-    : model_(model), kv_(kv) {}
+ModelRunner::ModelRunner(model::CausalLM* model, const model::KvCacheView& kv,
+                         int64_t state_bytes)
+    : model_(model), kv_(kv), state_bytes_(state_bytes) {}
 
 StepResult ModelRunner::Execute(const StepPlan& plan) {
   for (const RunnerSeqInit& init : plan.new_seqs) {
@@ -29,6 +31,8 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const PlanItem& item = plan.items[i];
     result.items[i].seq_id = item.seq_id;
+    result.items[i].end_pos = item.start_pos + item.num_tokens();
+    result.items[i].admission = item.admission;
     auto it = seqs_.find(item.seq_id);
     CHECK(it != seqs_.end()) << "plan item for unknown sequence " << item.seq_id;
     SeqState& s = it->second;
@@ -47,6 +51,14 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
     }
     chunk.block_table = item.block_table;
     chunk.state_slot = item.state_slot;
+    chunk.replay_start = item.replay_start;
+    chunk.replay_until = item.replay_until;
+    if (item.restore != nullptr) {  // a prefix-cache hit continues from a snapshot
+      CHECK(static_cast<int64_t>(item.restore->bytes.size()) == state_bytes_);
+      CHECK(item.state_slot >= 0 && item.state_slot < kv_.num_state_slots);
+      std::memcpy(kv_.state_base + item.state_slot * state_bytes_, item.restore->bytes.data(),
+                  static_cast<size_t>(state_bytes_));
+    }
     chunk.logits = item.prompt_logprobs ? model::LogitsMode::kAll
                    : item.sample        ? model::LogitsMode::kLast
                                         : model::LogitsMode::kNone;
@@ -64,6 +76,16 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
         seqs_[plan.items[i].seq_id].failed = true;
       }
     } else {
+      for (int i : item_of_chunk) {
+        const PlanItem& item = plan.items[i];
+        if (item.snapshot == PlanItem::Snapshot::kNone || state_bytes_ == 0) continue;
+        auto snap = std::make_shared<kv::StateSnapshot>();
+        const uint8_t* slot = kv_.state_base + item.state_slot * state_bytes_;
+        snap->bytes.assign(slot, slot + state_bytes_);
+        snap->approximate = item.snapshot_approximate;
+        result.items[i].snapshot_kind = item.snapshot;
+        result.items[i].snapshot = std::move(snap);
+      }
       const int64_t vocab = model_->info().vocab_size;
       CHECK(static_cast<int64_t>(output_.chunk_row_begin.size()) ==
             static_cast<int64_t>(batch.chunks.size()) + 1);

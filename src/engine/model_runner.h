@@ -29,6 +29,12 @@ struct ItemResult {
   TokenLogprob logprob;                       // when params.logprobs >= 0
   std::vector<TokenLogprob> prompt_logprobs;  // for item.prompt_logprobs: positions in the chunk
   absl::Status status;                        // non-OK: the forward failed for this item
+  // Where the item's KV ends (start_pos + tokens) and the admission it was planned for.
+  int64_t end_pos = 0;
+  int64_t admission = 0;
+  // The state slot after the forward, when the item asked for a snapshot.
+  PlanItem::Snapshot snapshot_kind = PlanItem::Snapshot::kNone;
+  std::shared_ptr<const kv::StateSnapshot> snapshot;
 };
 
 struct StepResult {
@@ -39,8 +45,9 @@ struct StepResult {
 
 class ModelRunner {
  public:
-  // `model` and the KV view's memory outlive the runner.
-  ModelRunner(model::CausalLM* model, const model::KvCacheView& kv);
+  // `model` and the KV view's memory outlive the runner. `state_bytes` is the size of one
+  // state slot (snapshots copy whole slots).
+  ModelRunner(model::CausalLM* model, const model::KvCacheView& kv, int64_t state_bytes);
 
   StepResult Execute(const StepPlan& plan);
 
@@ -56,6 +63,7 @@ class ModelRunner {
 
   model::CausalLM* model_;
   model::KvCacheView kv_;
+  int64_t state_bytes_ = 0;
   std::unordered_map<int64_t, SeqState> seqs_;
   model::ForwardOutput output_;
 };

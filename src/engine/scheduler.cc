@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <span>
 
 #include "common/check.h"
 #include "model/kv_layout.h"
@@ -16,9 +17,165 @@ bool OlderThan(const Sequence* a, const Sequence* b) { return a->order < b->orde
 
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerConfig& config, kv::BlockPool* blocks, kv::StateCache* slots)
-    : config_(config), blocks_(blocks), slots_(slots) {
+Scheduler::Scheduler(const SchedulerConfig& config, kv::BlockPool* blocks, kv::StateCache* slots,
+                     kv::SnapshotCache* snapshots)
+    : config_(config), blocks_(blocks), slots_(slots), snapshots_(snapshots) {
   CHECK(slots_->num_slots() >= config_.max_num_seqs);
+}
+
+bool Scheduler::snapshots_enabled() const {
+  return config_.prefix_caching && config_.has_state && snapshots_ != nullptr &&
+         snapshots_->budget() > 0;
+}
+
+const std::vector<kv::BlockKey>& Scheduler::EnsureKeys(Sequence* seq, int64_t n) {
+  CHECK(n * kBlockTokens <= static_cast<int64_t>(seq->tokens.size()));
+  while (static_cast<int64_t>(seq->block_keys.size()) < n) {
+    const int64_t j = static_cast<int64_t>(seq->block_keys.size());
+    const kv::BlockKey parent = j == 0 ? kv::kRootBlockKey : seq->block_keys[j - 1];
+    seq->block_keys.push_back(kv::ComputeBlockKey(
+        parent, seq->info->cache_salt, config_.layout_id,
+        std::span<const int32_t>(seq->tokens.data() + j * kBlockTokens, kBlockTokens)));
+  }
+  return seq->block_keys;
+}
+
+Scheduler::Hit Scheduler::Lookup(Sequence* seq) {
+  Hit hit;
+  if (!config_.prefix_caching) return hit;
+  // Prompt logprobs need every prompt position's logits: recompute instead of reusing.
+  if (seq->sample_index == 0 && seq->info->params.prompt_logprobs >= 0 &&
+      !seq->prompt_logprobs_sent) {
+    return hit;
+  }
+  const int64_t L = static_cast<int64_t>(seq->tokens.size());
+  counters_.query_tokens += L;
+  // A fork of sample 0 (n > 1) and a preempted sequence coming back resume from a snapshot of
+  // the same computation: no cap below L - 1 and no replay, so that neither changes outputs.
+  const bool resume = seq->sample_index > 0 || seq->admitted_once;
+  // Hit rule 1: leave the window (+ speculative rollback) to recompute.
+  int64_t cap = L - 1;
+  if (config_.window_tokens > 0 && !resume) {
+    cap = L - (config_.window_tokens + model::kSpeculativeRollbackTokens);
+  }
+  if (cap < kBlockTokens) return hit;
+  const int64_t max_blocks = cap / kBlockTokens;
+  const std::vector<kv::BlockKey>& keys = EnsureKeys(seq, max_blocks);
+  // Rule 2: the longest chain of cached blocks (exact mode: exact blocks only).
+  std::vector<int32_t> chain;
+  bool approximate = false;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const int32_t b = blocks_->Find(keys[i]);
+    if (b < 0) break;
+    if (config_.exact && blocks_->approximate(b)) break;
+    approximate = approximate || blocks_->approximate(b);
+    chain.push_back(b);
+  }
+  if (chain.empty()) return hit;
+  int64_t n = static_cast<int64_t>(chain.size());
+  if (!config_.has_state) {  // no window state: plain block reuse
+    hit.blocks = std::move(chain);
+    hit.start = hit.cached = n * kBlockTokens;
+    hit.approximate = approximate;
+    counters_.hit_tokens += hit.cached;
+    return hit;
+  }
+  // Rule 3: a snapshot at the hit end restores the window state.
+  std::shared_ptr<const kv::StateSnapshot> snap =
+      snapshots_enabled() ? snapshots_->Get(keys[n - 1]) : nullptr;
+  if (config_.exact || resume) {
+    // Never replay: end the hit at the last snapshot (exact mode: exact snapshot).
+    auto usable = [&] { return snap != nullptr && !(config_.exact && snap->approximate); };
+    while (n > 0 && !usable()) {
+      --n;
+      snap = n > 0 && snapshots_enabled() && snapshots_->Contains(keys[n - 1])
+                 ? snapshots_->Get(keys[n - 1])
+                 : nullptr;
+    }
+    if (n == 0) return hit;
+    chain.resize(n);
+  }
+  hit.blocks = std::move(chain);
+  if (snap != nullptr) {
+    hit.start = hit.cached = n * kBlockTokens;
+    hit.restore = std::move(snap);
+    hit.approximate = approximate || hit.restore->approximate;
+  } else {
+    // Rule 4: replay the last block of the hit with the suffix; its block KV is reused as is.
+    hit.start = hit.cached = (n - 1) * kBlockTokens;
+    hit.replay_start = hit.start;
+    hit.replay_until = n * kBlockTokens;
+    if (hit.start > 0) {  // a replay from position 0 is an ordinary, exact prefill
+      hit.replayed = kBlockTokens;
+      hit.approximate = true;
+      ++counters_.replays;
+      counters_.replayed_tokens += kBlockTokens;
+    }
+    hit.approximate = hit.approximate || approximate;
+  }
+  counters_.hit_tokens += hit.cached;
+  return hit;
+}
+
+bool Scheduler::SiblingReady(const Sequence* seq) const {
+  if (seq->first_sample == nullptr || !config_.prefix_caching) return true;
+  const Sequence* first = seq->first_sample;
+  if (first->status == SeqStatus::kFinished) return true;
+  const int64_t boundary = (seq->prompt_len() - 1) / kBlockTokens * kBlockTokens;
+  if (boundary == 0) return true;
+  return first->status == SeqStatus::kRunning && first->num_executed >= boundary;
+}
+
+int64_t Scheduler::CutAtSnapshot(const Sequence* seq, int64_t n) const {
+  if (!snapshots_enabled()) return n;
+  const int64_t known = static_cast<int64_t>(seq->tokens.size());
+  const int64_t boundary = (known - 1) / kBlockTokens * kBlockTokens;
+  if (seq->num_computed < boundary && seq->num_computed + n > boundary) {
+    return boundary - seq->num_computed;
+  }
+  return n;
+}
+
+void Scheduler::StoreDecodeSnapshot(Sequence* seq) {
+  if (seq->decode_snapshot != nullptr && snapshots_enabled()) {
+    const int64_t j = seq->decode_snapshot_at / kBlockTokens;
+    snapshots_->Put(EnsureKeys(seq, j)[j - 1], std::move(seq->decode_snapshot));
+  }
+  seq->decode_snapshot = nullptr;
+  seq->decode_snapshot_at = 0;
+}
+
+void Scheduler::OnExecuted(Sequence* seq, int64_t admission, int64_t end,
+                           PlanItem::Snapshot kind,
+                           std::shared_ptr<const kv::StateSnapshot> snapshot) {
+  if (seq->status != SeqStatus::kRunning || seq->admission != admission) return;
+  seq->num_executed = std::max(seq->num_executed, end);
+  if (config_.prefix_caching) {
+    const int64_t complete =
+        std::min<int64_t>(seq->num_executed / kBlockTokens, static_cast<int64_t>(seq->blocks.size()));
+    if (seq->num_registered < complete) {
+      const std::vector<kv::BlockKey>& keys = EnsureKeys(seq, complete);
+      for (int64_t j = seq->num_registered; j < complete; ++j) {
+        blocks_->Register(seq->blocks[j], keys[j], j == 0 ? kv::kRootBlockKey : keys[j - 1],
+                          j == 0 ? -1 : seq->blocks[j - 1], seq->approximate);
+      }
+      seq->num_registered = complete;
+    }
+  }
+  if (snapshot == nullptr || !snapshots_enabled() || end % kBlockTokens != 0) return;
+  if (kind == PlanItem::Snapshot::kStore) {
+    const int64_t j = end / kBlockTokens;
+    snapshots_->Put(EnsureKeys(seq, j)[j - 1], std::move(snapshot));
+  } else if (kind == PlanItem::Snapshot::kKeep) {
+    seq->decode_snapshot = std::move(snapshot);
+    seq->decode_snapshot_at = end;
+  }
+}
+
+void Scheduler::ResetPrefixCache() {
+  blocks_->ClearIndex();
+  if (snapshots_ != nullptr) snapshots_->Clear();
+  for (Sequence* seq : running_) seq->decode_snapshot = nullptr;
 }
 
 void Scheduler::AddWaiting(Sequence* seq) {
@@ -34,22 +191,32 @@ void Scheduler::Remove(Sequence* seq) {
     auto it = std::find(waiting_.begin(), waiting_.end(), seq);
     if (it != waiting_.end()) waiting_.erase(it);
   }
+  StoreDecodeSnapshot(seq);
   blocks_->Release(seq->blocks);
   seq->blocks.clear();
   if (seq->state_slot >= 0) slots_->Free(seq->state_slot);
   seq->state_slot = -1;
+  seq->restore = nullptr;
   seq->status = SeqStatus::kFinished;
 }
 
 void Scheduler::Preempt(Sequence* seq) {
   CHECK(seq->status == SeqStatus::kRunning);
   running_.erase(std::find(running_.begin(), running_.end(), seq));
+  // Its registered blocks stay cached (evictable) and its latest decode boundary state becomes
+  // a snapshot, so re-admission hits them like any other request.
+  StoreDecodeSnapshot(seq);
   blocks_->Release(seq->blocks);
   seq->blocks.clear();
   slots_->Free(seq->state_slot);
   seq->state_slot = -1;
-  // Recompute from scratch: KV of the resolved tokens is rebuilt; in-flight samples are resolved
-  // before the sequence is admitted again.
+  seq->restore = nullptr;
+  seq->num_registered = 0;
+  seq->num_executed = 0;
+  seq->approximate = false;
+  seq->replay_start = seq->replay_until = 0;
+  // Recompute what the cache does not give back: KV of the resolved tokens is rebuilt;
+  // in-flight samples are resolved before the sequence is admitted again.
   seq->num_computed = 0;
   if (!seq->prompt_logprobs_sent) seq->prompt_logprobs.clear();
   seq->status = SeqStatus::kWaiting;
@@ -83,7 +250,22 @@ PlanItem Scheduler::MakeItem(Sequence* seq, int64_t n) {
   item.prompt_logprobs = seq->sample_index == 0 && seq->info->params.prompt_logprobs >= 0 &&
                          !seq->prompt_logprobs_sent && item.start_pos < seq->prompt_len();
   item.state_slot = seq->state_slot;
+  item.replay_start = seq->replay_start;
+  item.replay_until = seq->replay_until;
+  item.restore = std::move(seq->restore);
+  seq->restore = nullptr;
+  item.admission = seq->admission;
+  item.snapshot_approximate = seq->approximate;
   seq->num_computed += n;
+  if (snapshots_enabled() && seq->num_computed % kBlockTokens == 0) {
+    // A prefill chunk ending at the last boundary before the known tokens' end (CutAtSnapshot
+    // put it there) stores its state; any other step ending at a boundary (decode crossing it,
+    // a chunk that happens to end there) keeps it for when the sequence ends or is preempted.
+    const int64_t boundary =
+        (static_cast<int64_t>(seq->tokens.size()) - 1) / kBlockTokens * kBlockTokens;
+    item.snapshot = seq->num_computed == boundary && !item.sample ? PlanItem::Snapshot::kStore
+                                                                  : PlanItem::Snapshot::kKeep;
+  }
   item.block_table.assign(seq->blocks.begin(), seq->blocks.begin() + BlocksFor(seq->num_computed));
   if (item.sample) ++seq->num_pending;
   return item;
@@ -101,7 +283,7 @@ StepPlan Scheduler::Schedule() {
     const int64_t known = static_cast<int64_t>(seq->tokens.size());
     int64_t n = 0;
     if (seq->num_computed < known) {
-      n = std::min(known - seq->num_computed, budget);
+      n = CutAtSnapshot(seq, std::min(known - seq->num_computed, budget));
     } else if (seq->num_pending > 0 && seq->num_computed == seq->logical_len() - 1 &&
                seq->logical_output() < seq->info->params.max_tokens &&
                seq->logical_len() < config_.max_context) {
@@ -145,20 +327,52 @@ StepPlan Scheduler::Schedule() {
     ++i;
   }
 
-  // 2. Admission, FIFO.
-  while (budget > 0 && plan.num_preempted == 0 && !waiting_.empty() &&
-         static_cast<int>(running_.size()) < config_.max_num_seqs) {
-    Sequence* seq = waiting_.front();
+  // 2. Admission, FIFO (a later sample of a request whose sample 0 has not yet written the
+  // prompt waits without holding up the queue behind it).
+  for (auto it = waiting_.begin(); budget > 0 && plan.num_preempted == 0 &&
+                                   it != waiting_.end() &&
+                                   static_cast<int>(running_.size()) < config_.max_num_seqs;) {
+    Sequence* seq = *it;
     if (seq->num_pending > 0) break;  // preempted with samples in flight: resolve them first
+    if (!SiblingReady(seq)) {
+      ++it;
+      continue;
+    }
     const int64_t known = static_cast<int64_t>(seq->tokens.size());
-    CHECK(seq->num_computed == 0);
-    int64_t n = std::min(known, budget);
-    n = std::min(n, blocks_->num_free() * kBlockTokens);
-    if (n < 1) break;
+    CHECK(seq->num_computed == 0 && seq->blocks.empty());
+    Hit hit = Lookup(seq);
+    // Take the hit's blocks before allocating, so that allocation cannot evict them.
+    for (int32_t b : hit.blocks) blocks_->IncRef(b);
+    seq->blocks = hit.blocks;
+    seq->num_computed = hit.start;
+    int64_t n = std::min(known - hit.start, budget);
+    n = std::min(n, (static_cast<int64_t>(seq->blocks.size()) + blocks_->num_free()) *
+                            kBlockTokens -
+                        hit.start);
+    n = CutAtSnapshot(seq, n);
+    if (n < 1) {
+      blocks_->Release(seq->blocks);
+      seq->blocks.clear();
+      seq->num_computed = 0;
+      break;
+    }
     std::optional<int32_t> slot = slots_->Allocate();
     CHECK(slot.has_value()) << "state slots are sized max_num_seqs";
-    CHECK(EnsureBlocks(seq, n));
-    waiting_.pop_front();
+    CHECK(EnsureBlocks(seq, hit.start + n));
+    it = waiting_.erase(it);
+    ++seq->admission;
+    seq->num_registered = static_cast<int64_t>(hit.blocks.size());
+    seq->num_executed = hit.start;
+    seq->approximate = hit.approximate;
+    seq->output_approximate = seq->output_approximate || hit.approximate;
+    seq->replay_start = hit.replay_start;
+    seq->replay_until = hit.replay_until;
+    seq->restore = std::move(hit.restore);
+    if (!seq->admitted_once) {
+      seq->admitted_once = true;
+      seq->cached_tokens = static_cast<int>(std::min<int64_t>(hit.cached, seq->prompt_len()));
+      seq->replayed_tokens = static_cast<int>(hit.replayed);
+    }
     seq->state_slot = *slot;
     seq->status = SeqStatus::kRunning;
     running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, OlderThan), seq);

@@ -9,6 +9,16 @@
 //      recomputed from its tokens).
 //   2. Waiting sequences, FIFO, while the budget, max_num_seqs and free blocks allow (no
 //      admission in a step that preempted).
+// Prefix caching (KV-CACHE.md §2-5): on admission the scheduler looks up the longest chain of
+// the sequence's complete blocks in the block pool's index, applies the hit rule (at most
+// L - (window + 6) tokens on models with window state, L - 1 otherwise; a snapshot at the hit
+// end restores the state, else the last block of the hit is replayed, or in exact mode the hit
+// shrinks to the last exact snapshot), shares the hit blocks and computes only the rest. Blocks
+// are registered in the index once an executed step has written them (OnExecuted), and state
+// snapshots are taken at the prompt's last block boundary (the prefill chunk ends there) and at
+// each boundary decode crosses (the latest one is kept when the sequence ends or is
+// preempted). n > 1 samples wait for sample 0 to pass the prompt's last boundary and then fork
+// from its snapshot.
 // Async scheduling: a sequence may have up to two sampled tokens in flight (num_pending). Its
 // next decode then feeds "the runner's last sample" (a placeholder resolved on the runner side),
 // so planning step N+1 does not wait for step N's ids.
@@ -25,7 +35,9 @@
 
 #include "engine/request.h"
 #include "engine/sampling_params.h"
+#include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/snapshot_cache.h"
 #include "kv/state_cache.h"
 
 namespace deepinfer::engine {
@@ -38,6 +50,7 @@ struct RequestInfo {
   uint64_t seed = 0;
   std::vector<int32_t> eos_token_ids;  // empty when ignore_eos
   int64_t arrival_ns = 0;
+  uint64_t cache_salt = 0;  // kv::CacheSaltFromString(GenerateRequest::cache_salt)
 };
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
@@ -64,6 +77,33 @@ struct Sequence {
   bool prompt_logprobs_sent = false;
   int64_t first_token_ns = 0;
 
+  // Prefix cache. Sample 0 of the same request (nullptr for sample 0 itself); it outlives us.
+  const Sequence* first_sample = nullptr;
+  // Chain keys of the complete blocks of `tokens` computed so far (lazily; tokens only grow).
+  std::vector<kv::BlockKey> block_keys;
+  // Leading blocks of `blocks` taken from, or offered to, the prefix index.
+  int64_t num_registered = 0;
+  // Tokens whose KV executed (post-processed) steps have written.
+  int64_t num_executed = 0;
+  // Incremented at each admission; results of steps planned before it are ignored.
+  int64_t admission = 0;
+  // The KV this sequence computes descends from a replayed window state.
+  bool approximate = false;
+  // Window floor and cached-KV end of a bounded replay (model.h SequenceChunk); 0 = none.
+  int64_t replay_start = 0;
+  int64_t replay_until = 0;
+  // Snapshot to load into the state slot before the first item after admission.
+  std::shared_ptr<const kv::StateSnapshot> restore;
+  // Latest snapshot taken at a boundary that decode crossed, and that boundary (tokens).
+  std::shared_ptr<const kv::StateSnapshot> decode_snapshot;
+  int64_t decode_snapshot_at = 0;
+  // What the first admission's hit gave (reported on the stream), and whether any admission
+  // of this sequence started from approximate state (sticky, reported).
+  bool admitted_once = false;
+  bool output_approximate = false;
+  int cached_tokens = 0;
+  int replayed_tokens = 0;
+
   int prompt_len() const { return static_cast<int>(info->prompt.size()); }
   int64_t num_output_resolved() const { return static_cast<int64_t>(tokens.size()) - prompt_len(); }
   // Tokens including in-flight samples.
@@ -83,6 +123,16 @@ struct PlanItem {
   int32_t state_slot = -1;
   bool sample = false;           // the chunk ends at the sequence's end: sample the next token
   bool prompt_logprobs = false;  // return logprobs of prompt tokens inside this chunk
+  // Bounded replay fields of model::SequenceChunk.
+  int64_t replay_start = 0;
+  int64_t replay_until = 0;
+  // Loaded into the state slot before the forward (a prefix-cache hit's snapshot).
+  std::shared_ptr<const kv::StateSnapshot> restore;
+  // Copy the state slot after the forward (the chunk ends at a block boundary).
+  enum class Snapshot { kNone, kStore, kKeep };
+  Snapshot snapshot = Snapshot::kNone;
+  bool snapshot_approximate = false;
+  int64_t admission = 0;  // Sequence::admission when planned
   int num_tokens() const { return use_last_sample ? 1 : static_cast<int>(tokens.size()); }
 };
 
@@ -110,13 +160,29 @@ struct SchedulerConfig {
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;
   int64_t max_context = 0;
+  // Prefix caching (engine.h EngineConfig). `layout_id` and `window_tokens` come from the
+  // model's KvLayout; `has_state`: the layout has per-sequence state (snapshots apply).
+  bool prefix_caching = false;
+  bool exact = false;
+  uint64_t layout_id = 0;
+  int64_t window_tokens = 0;
+  bool has_state = false;
+};
+
+// Prefix-cache counters (cumulative, tokens unless named otherwise).
+struct PrefixCacheCounters {
+  int64_t query_tokens = 0;
+  int64_t hit_tokens = 0;
+  int64_t replayed_tokens = 0;
+  int64_t replays = 0;
 };
 
 class Scheduler {
  public:
-  // `blocks` and `slots` are owned by the caller and outlive the scheduler; `slots` has at least
-  // max_num_seqs slots.
-  Scheduler(const SchedulerConfig& config, kv::BlockPool* blocks, kv::StateCache* slots);
+  // `blocks`, `slots` and `snapshots` are owned by the caller and outlive the scheduler; `slots`
+  // has at least max_num_seqs slots. `snapshots` may be null (no snapshots).
+  Scheduler(const SchedulerConfig& config, kv::BlockPool* blocks, kv::StateCache* slots,
+            kv::SnapshotCache* snapshots = nullptr);
 
   // Adds a waiting sequence (order must exceed every earlier one).
   void AddWaiting(Sequence* seq);
@@ -126,19 +192,50 @@ class Scheduler {
   // Removes a sequence from the queues and frees its blocks and slot (finish or abort). Its
   // in-flight samples are ignored when they arrive. Idempotent.
   void Remove(Sequence* seq);
+  // Records that an executed step wrote `seq`'s KV up to position `end` (exclusive), for the
+  // item planned at admission `admission`: registers the blocks that are now complete and
+  // stores or keeps the state snapshot the item took (null when it took none).
+  void OnExecuted(Sequence* seq, int64_t admission, int64_t end, PlanItem::Snapshot kind,
+                  std::shared_ptr<const kv::StateSnapshot> snapshot);
+  // Empties the prefix index and the snapshot cache (Engine::ResetPrefixCache).
+  void ResetPrefixCache();
+  const PrefixCacheCounters& prefix_counters() const { return counters_; }
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
 
  private:
+  // What an admission starts from.
+  struct Hit {
+    std::vector<int32_t> blocks;  // cached blocks to share, [0, blocks.size() * 128)
+    int64_t start = 0;            // first position to compute
+    int64_t replay_start = 0, replay_until = 0;
+    std::shared_ptr<const kv::StateSnapshot> restore;
+    bool approximate = false;
+    int64_t cached = 0, replayed = 0;
+  };
   bool EnsureBlocks(Sequence* seq, int64_t end);
   void Preempt(Sequence* seq);
   PlanItem MakeItem(Sequence* seq, int64_t n);
+  // Keys of the first `n` complete blocks of seq->tokens.
+  const std::vector<kv::BlockKey>& EnsureKeys(Sequence* seq, int64_t n);
+  // The hit rule for `seq` (no references taken).
+  Hit Lookup(Sequence* seq);
+  // Whether sample `seq` (> 0) may be admitted: sample 0 has written the prompt's blocks up to
+  // its last boundary (then the fork shares them and restores its snapshot).
+  bool SiblingReady(const Sequence* seq) const;
+  // Shortens a prompt chunk of n tokens so that it ends at the snapshot boundary.
+  int64_t CutAtSnapshot(const Sequence* seq, int64_t n) const;
+  bool snapshots_enabled() const;
+  // Stores a sequence's kept decode snapshot (finish, abort, preemption).
+  void StoreDecodeSnapshot(Sequence* seq);
 
   SchedulerConfig config_;
   kv::BlockPool* blocks_;
   kv::StateCache* slots_;
+  kv::SnapshotCache* snapshots_;
+  PrefixCacheCounters counters_;
   std::vector<Sequence*> running_;  // by order, oldest first
   std::deque<Sequence*> waiting_;   // by order, oldest first
   int64_t next_step_id_ = 0;

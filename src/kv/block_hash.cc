@@ -29,6 +29,12 @@ int HexDigit(char c) {
 
 }  // namespace
 
+uint64_t CacheSaltFromString(std::string_view salt) {
+  if (salt.empty()) return 0;
+  const uint64_t h = XXH3_64bits(salt.data(), salt.size());
+  return h == 0 ? 1 : h;  // 0 stays "no salt"
+}
+
 std::string BlockKey::ToHex() const {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out(32, '0');

@@ -67,6 +67,10 @@ struct BlockKeyHash {
 BlockKey ComputeBlockKey(const BlockKey& parent, uint64_t cache_salt, uint64_t layout_id,
                          std::span<const int32_t> tokens);
 
+// The u64 salt of a request's cache_salt string (XXH3-64 of its bytes; 0 for ""), so that
+// requests with different salts never share a block key.
+uint64_t CacheSaltFromString(std::string_view salt);
+
 // Keys of every complete block of `tokens` (floor(size / 128) keys), chained from kRootBlockKey.
 // A trailing partial block gets no key.
 std::vector<BlockKey> ComputeBlockKeyChain(uint64_t cache_salt, uint64_t layout_id,

@@ -104,13 +104,26 @@ absl::Status FakeModel::Forward(const model::ForwardBatch& batch, const model::K
     uint64_t* state = state_bytes > 0
                           ? reinterpret_cast<uint64_t*>(kv.state_base + ch.state_slot * state_bytes)
                           : nullptr;
-    if (state != nullptr && ch.start_pos == 0) {
-      state[0] = 0x5EED;
+    if (state != nullptr && ch.start_pos == ch.replay_start) {
+      // A replay starts the state afresh at its start, so its output differs from a full run's
+      // (as a real window state's approximation does).
+      state[0] = 0x5EED ^ static_cast<uint64_t>(ch.replay_start);
       state[1] = 0;
     }
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
     for (int64_t i = 0; i < n; ++i) {
       const int64_t pos = ch.start_pos + i;
+      if (pos < ch.replay_until) {
+        // Cached block KV is read, never written: check it is what this token would write.
+        if (*tok_row(pos) != Mix2(static_cast<uint64_t>(ch.tokens[i]), static_cast<uint64_t>(pos))) {
+          return absl::InternalError(absl::StrCat("replayed position ", pos, " has foreign KV"));
+        }
+        if (state != nullptr) {
+          state[0] = Mix2(state[0], static_cast<uint64_t>(ch.tokens[i]));
+          state[1] += 1;
+        }
+        continue;
+      }
       *tok_row(pos) = Mix2(static_cast<uint64_t>(ch.tokens[i]), static_cast<uint64_t>(pos));
       if (pos % kGroup == kGroup - 1) {
         uint64_t g = 0xC0;
@@ -138,12 +151,12 @@ absl::Status FakeModel::Forward(const model::ForwardBatch& batch, const model::K
   return absl::OkStatus();
 }
 
-std::vector<float> FakeModel::ReferenceLogits(const std::vector<int32_t>& tokens,
-                                              bool all_rows) const {
+std::vector<float> FakeModel::ReferenceLogits(const std::vector<int32_t>& tokens, bool all_rows,
+                                              int64_t replay_start) const {
   std::vector<float> out;
   std::vector<uint64_t> rows;
   std::vector<uint64_t> groups;
-  uint64_t s0 = 0x5EED, s1 = 0;
+  uint64_t s0 = 0x5EED ^ static_cast<uint64_t>(replay_start), s1 = 0;
   const int64_t vocab = options_.vocab_size;
   for (size_t i = 0; i < tokens.size(); ++i) {
     rows.push_back(Mix2(static_cast<uint64_t>(tokens[i]), i));
@@ -152,8 +165,10 @@ std::vector<float> FakeModel::ReferenceLogits(const std::vector<int32_t>& tokens
       for (size_t q = i - kGroup + 1; q <= i; ++q) g = Mix2(g, rows[q]);
       groups.push_back(g);
     }
-    s0 = Mix2(s0, static_cast<uint64_t>(tokens[i]));
-    s1 += 1;
+    if (static_cast<int64_t>(i) >= replay_start) {
+      s0 = Mix2(s0, static_cast<uint64_t>(tokens[i]));
+      s1 += 1;
+    }
     if (!all_rows && i + 1 != tokens.size()) continue;
     uint64_t acc = 0xA11;
     for (uint64_t r : rows) acc = Mix2(acc, r);

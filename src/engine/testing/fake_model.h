@@ -43,7 +43,10 @@ class FakeModel : public model::CausalLM {
 
   // Reference logits for a whole sequence computed without any KV cache (the oracle):
   // [tokens.size()][vocab] when all_rows, else the last row only.
-  std::vector<float> ReferenceLogits(const std::vector<int32_t>& tokens, bool all_rows) const;
+  // `replay_start` > 0: the logits a bounded replay from that position gives (the state slot
+  // restarted there, KV rows unchanged), for prefix-cache tests.
+  std::vector<float> ReferenceLogits(const std::vector<int32_t>& tokens, bool all_rows,
+                                     int64_t replay_start = 0) const;
 
  private:
   void FillLogits(uint64_t seed, float* row) const;

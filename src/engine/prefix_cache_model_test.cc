@@ -1,0 +1,171 @@
+// Prefix caching on real checkpoints (KV-CACHE.md §6): stories260K (Llama) and dsv4-tiny-a
+// from ../shared, and DeepSeek-V4 presets written by make-test-model (tiny128: HCA at ratio
+// 128; demo: window 128). References are the same requests on an engine with prefix caching
+// off: the uncached computation, independent of every cache path.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "common/config.h"
+#include "common/status_matchers.h"
+#include "engine/engine.h"
+#include "engine/llm.h"
+#include "gtest/gtest.h"
+#include "model/deepseek_v4_make_test_model.h"
+#include "model/model.h"
+#include "nlohmann/json.hpp"
+
+namespace deepinfer::engine {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kB = 128;
+
+// Model directory for a case: a ../shared model, or a DeepSeek-V4 preset written once.
+std::string ModelDir(const std::string& name) {
+  if (name == "stories260K" || name == "dsv4-tiny-a") {
+    return std::string(DEEPINFER_SHARED_DIR) + "/models/" + name;
+  }
+  const std::string dir = std::string(DEEPINFER_BINARY_DIR) + "/prefix_cache_models/" + name;
+  if (!fs::exists(dir + "/config.json")) {
+    absl::StatusOr<model::dsv4::Config> c = model::dsv4::TestModelPreset(name);
+    CHECK(c.ok());
+    fs::create_directories(dir);
+    CHECK(model::dsv4::WriteTestModel(*c, 5, dir).ok());
+  }
+  return dir;
+}
+
+class PrefixCacheModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EnvConfig env = Env();
+    env.batch_invariant = true;  // cached and uncached runs must agree bitwise
+    SetEnvConfigForTesting(env);
+  }
+  void TearDown() override {
+    EnvConfig env = Env();
+    env.batch_invariant = false;
+    SetEnvConfigForTesting(env);
+  }
+  // Loads `name` into an LLM, or returns null (the caller skips) when ../shared is absent.
+  std::unique_ptr<LLM> Make(const std::string& name, EngineConfig config) {
+    const std::string dir = ModelDir(name);
+    if (!fs::exists(dir + "/config.json")) return nullptr;
+    model::LoadOptions options;
+    options.show_progress = false;
+    absl::StatusOr<std::unique_ptr<model::CausalLM>> m = model::LoadModel(dir, options);
+    CHECK(m.ok()) << std::string(m.status().message());
+    absl::StatusOr<std::unique_ptr<LLM>> llm = LLM::Create(std::move(*m), config);
+    CHECK(llm.ok()) << std::string(llm.status().message());
+    return std::move(*llm);
+  }
+  static std::vector<int32_t> Random(int n, int64_t vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> p(n);
+    for (int32_t& t : p) t = 3 + static_cast<int32_t>(rng() % (vocab - 3));
+    return p;
+  }
+  static SamplingParams GreedyWithLogprobs(int max_tokens) {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    p.max_tokens = max_tokens;
+    p.logprobs = 5;
+    p.ignore_eos = true;
+    return p;
+  }
+  static void ExpectBitwiseEqual(const SampleOutput& a, const SampleOutput& b) {
+    EXPECT_EQ(a.token_ids, b.token_ids);
+    ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+    for (size_t k = 0; k < a.logprobs.size(); ++k) {
+      EXPECT_EQ(a.logprobs[k].logprob, b.logprobs[k].logprob) << "token " << k;
+      EXPECT_EQ(a.logprobs[k].top, b.logprobs[k].top) << "token " << k;
+    }
+  }
+  // Largest |logprob difference| over both runs' top-5 alternatives, token by token while the
+  // greedy tokens agree; `agree` gets how many leading tokens agree.
+  static double MaxLogprobDiff(const SampleOutput& a, const SampleOutput& b, int* agree) {
+    double worst = 0;
+    *agree = 0;
+    for (size_t k = 0; k < a.logprobs.size() && k < b.logprobs.size(); ++k) {
+      for (const auto& [id, lp] : a.logprobs[k].top) {
+        for (const auto& [id2, lp2] : b.logprobs[k].top) {
+          if (id == id2) worst = std::max(worst, std::abs(static_cast<double>(lp) - lp2));
+        }
+      }
+      if (a.token_ids[k] != b.token_ids[k]) break;
+      ++*agree;
+    }
+    return worst;
+  }
+};
+
+#define MAKE_OR_SKIP(var, name, config)                                         \
+  auto var = Make(name, config);                                                \
+  if (var == nullptr) GTEST_SKIP() << "model absent: " << ModelDir(name);
+
+// Turn 1 (300 tokens) leaves its blocks and the snapshot at 256; turn 2 (450 tokens, same first
+// 300) hits 256 tokens (DeepSeek: cap 450 - (W + 6) >= 256; Llama: cap 449) and continues from
+// the snapshot: its logprobs equal the uncached run bitwise.
+TEST_F(PrefixCacheModelTest, SnapshotHitEqualsTheUncachedRunBitwise) {
+  for (const char* name : {"stories260K", "dsv4-tiny-a", "tiny128"}) {
+    SCOPED_TRACE(name);
+    EngineConfig config;
+    config.kv_memory_bytes = int64_t{256} << 20;
+    config.max_num_batched_tokens = 200;  // chunked prefill too
+    MAKE_OR_SKIP(cached, name, config);
+    const std::vector<int32_t> p2 = Random(450, cached->engine().model_info().vocab_size, 31);
+    const std::vector<int32_t> p1(p2.begin(), p2.begin() + 300);
+    ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, GreedyWithLogprobs(4)));
+    EXPECT_EQ(t1[0].samples[0].cached_tokens, 0);
+    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, GreedyWithLogprobs(8)));
+    EXPECT_EQ(t2[0].samples[0].cached_tokens, 2 * kB);
+    EXPECT_EQ(t2[0].samples[0].replayed_tokens, 0);
+    EXPECT_FALSE(t2[0].samples[0].approximate);
+    config.enable_prefix_caching = false;
+    MAKE_OR_SKIP(plain, name, config);
+    ASSERT_OK_AND_ASSIGN(auto ref, plain->Generate({p2}, GreedyWithLogprobs(8)));
+    ExpectBitwiseEqual(t2[0].samples[0], ref[0].samples[0]);
+  }
+}
+
+// With snapshots evicted (budget 0) the same turn 2 replays block [128, 256). On these models
+// the replay is exact: a window state error at the replay start s can reach layer l's window
+// rows only at positions < s + l * (W - 1) (each layer's attention looks W - 1 tokens back), and
+// with 4 layers of W = 16 that is s + 60 < s + 128, the first position whose output is used.
+// The bound asserted is therefore zero difference (docs/prefix-cache.md).
+TEST_F(PrefixCacheModelTest, ReplayIsExactWhenTheWindowConeFitsInTheReplayedBlock) {
+  for (const char* name : {"dsv4-tiny-a", "tiny128"}) {
+    SCOPED_TRACE(name);
+    EngineConfig config;
+    config.kv_memory_bytes = int64_t{256} << 20;
+    config.snapshot_memory_bytes = 0;
+    MAKE_OR_SKIP(cached, name, config);
+    const model::ModelInfo& info = cached->engine().model_info();
+    // The cone argument's premise, from the checkpoint's own config.
+    std::ifstream f(ModelDir(name) + "/config.json");
+    const int64_t window = nlohmann::json::parse(f).at("sliding_window").get<int64_t>();
+    ASSERT_LE(info.num_layers * (window - 1), kB);
+    const std::vector<int32_t> p2 = Random(450, info.vocab_size, 32);
+    const std::vector<int32_t> p1(p2.begin(), p2.begin() + 300);
+    ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, GreedyWithLogprobs(2)));
+    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, GreedyWithLogprobs(8)));
+    EXPECT_EQ(t2[0].samples[0].cached_tokens, kB);
+    EXPECT_EQ(t2[0].samples[0].replayed_tokens, kB);
+    EXPECT_TRUE(t2[0].samples[0].approximate);
+    EXPECT_EQ(cached->engine().Stats().prefix_cache_replays, 1);
+    config.enable_prefix_caching = false;
+    MAKE_OR_SKIP(plain, name, config);
+    ASSERT_OK_AND_ASSIGN(auto ref, plain->Generate({p2}, GreedyWithLogprobs(8)));
+    ExpectBitwiseEqual(t2[0].samples[0], ref[0].samples[0]);
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::engine
