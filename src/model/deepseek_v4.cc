@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
+#include "model/deepseek_v4_kv_rows.h"
 #include "model/deepseek_v4_numerics.h"
 
 namespace deepinfer::model {
@@ -19,6 +20,14 @@ namespace dsv4 {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Layout version mixed into KvLayout::layout_id: 1 = FP32 rows everywhere; 2 = the row formats
+// of deepseek_v4_kv_rows.h, chosen at load (compact with BF16 activations, FP32 otherwise).
+constexpr int64_t kLayoutVersion = 2;
+
+// Bound on the indexer keys one layer decodes at a time (sequences are scored in groups whose
+// decoded keys fit; one sequence alone may exceed it).
+constexpr int64_t kIndexerScratchBytes = int64_t{64} << 20;
 
 // One sequence's chunk inside a forward: rows [row0, row0 + T) of the batch's row arrays hold
 // its tokens at positions [p0, p0 + T).
@@ -93,6 +102,9 @@ struct DeepseekV4Model::Impl {
   const Config* cfg = nullptr;
   const KvLayout* layout = nullptr;
   bool bf16 = true;
+  // Row formats of the paged caches: "compressed_kv" (head_dim values) and "indexer_k"
+  // (index_head_dim values).
+  KvRowCodec kv_codec, idx_codec;
   // Hooks of the current forward; only set for one-chunk forwards (see set_tracer/set_debug).
   Tracer* tracer = nullptr;
   std::vector<BlockDebug>* debug = nullptr;
@@ -134,14 +146,23 @@ struct DeepseekV4Model::Impl {
   float* StateAt(const SeqCtx& s, int index) const {
     return reinterpret_cast<float*>(s.state + layout->StateOffset(index));
   }
-  // Row `b` of paged cache `index` whose rows cover `ratio` tokens each.
-  float* PagedRow(const SeqCtx& s, int index, int64_t b, int64_t ratio) const {
+  // Bytes of row `b` of paged cache `index` whose rows cover `ratio` tokens each.
+  uint8_t* PagedRow(const SeqCtx& s, int index, int64_t b, int64_t ratio) const {
     const PagedCacheSpec& spec = layout->paged[index];
     const int64_t pos = b * ratio;
     const int64_t blk = s.block_table[pos / kBlockTokens];
     const int64_t row = b % spec.rows_per_block;
-    return reinterpret_cast<float*>(s.kv->block_base + blk * layout->BlockBytes() +
-                                    layout->PagedOffset(index) + row * spec.row_bytes);
+    return s.kv->block_base + blk * layout->BlockBytes() + layout->PagedOffset(index) +
+           row * spec.row_bytes;
+  }
+  // Decodes rows[i] = (sequence, compressed row) of paged cache `index` into
+  // dst[i * codec.dim, (i + 1) * codec.dim).
+  void DecodeRows(const RowBatch& b, int index, const KvRowCodec& codec, int64_t ratio,
+                  const std::vector<std::pair<int32_t, int64_t>>& rows, float* dst) const {
+    ForRows(static_cast<int64_t>(rows.size()), 2 * codec.dim, [&](int64_t i) {
+      codec.Decode(PagedRow(b.seqs[rows[i].first], index, rows[i].second, ratio),
+                   dst + i * codec.dim);
+    });
   }
 
   // ---------- mHC (spec §3.2, §3.3, §3.8) ----------
@@ -336,9 +357,10 @@ struct DeepseekV4Model::Impl {
     }
     if (rows.empty()) return;
     TraceF(trace_name, rows.data(), static_cast<int64_t>(rows.size()));
+    const KvRowCodec& codec = indexer ? idx_codec : kv_codec;
     for (size_t i = 0; i < row_ids.size(); ++i) {
-      std::memcpy(PagedRow(b.seqs[row_ids[i].first], paged, row_ids[i].second, m),
-                  rows.data() + i * c, c * 4);
+      codec.Encode(rows.data() + i * c,
+                   PagedRow(b.seqs[row_ids[i].first], paged, row_ids[i].second, m));
     }
   }
 
@@ -437,30 +459,55 @@ struct DeepseekV4Model::Impl {
           end_rows = (b.seqs[0].p0 + b.seqs[0].T) / m;
           all_scores.assign(T * end_rows, 0.f);
         }
-        ForRows(T, 4 * IH * ID * std::max<int64_t>(1, (b.pos[T - 1] + 1) / m), [&](int64_t t) {
-          const SeqCtx& s = b.seqs[b.seq_of[t]];
-          const int64_t p = b.pos[t], nvis = (p + 1) / m;
-          // Rows not yet visible to p are scored only for the trace.
-          const int64_t nscore = tracer != nullptr ? end_rows : nvis;
-          std::vector<std::pair<float, int32_t>> sc(nscore);
-          for (int64_t r = 0; r < nscore; ++r) {
-            const float* kb = PagedRow(s, bi.paged_idx, r, m);
-            double acc = 0;
-            for (int64_t h = 0; h < IH; ++h) {
-              const float* qh = qi.data() + (t * IH + h) * ID;
-              acc += std::max(DotF64(qh, kb, ID), 0.0) * wts[t * IH + h];
+        // Each sequence's keys are decoded once for all its query rows; sequences go in groups
+        // whose decoded keys fit kIndexerScratchBytes. A sequence's rows score the keys of rows
+        // [0, (p0 + T) / m), the rows visible to its last query (and to the trace).
+        const int64_t cost = 4 * IH * ID * std::max<int64_t>(1, (b.pos[T - 1] + 1) / m);
+        std::vector<std::pair<int32_t, int64_t>> need;
+        std::vector<int64_t> first_key(b.seqs.size());
+        std::vector<float> keys;
+        for (int32_t g0 = 0, g1 = 0; g0 < static_cast<int32_t>(b.seqs.size()); g0 = g1) {
+          need.clear();
+          for (g1 = g0; g1 < static_cast<int32_t>(b.seqs.size()); ++g1) {
+            const SeqCtx& s = b.seqs[g1];
+            const int64_t nrows = (s.p0 + s.T) / m;
+            if (g1 > g0 &&
+                static_cast<int64_t>(need.size() + nrows) * ID * 4 > kIndexerScratchBytes) {
+              break;
             }
-            // Selection uses the unrounded score (the oracle's order on BF16 near-ties).
-            sc[r] = {static_cast<float>(acc), static_cast<int32_t>(r)};
-            if (tracer != nullptr) all_scores[t * end_rows + r] = R1(sc[r].first);
+            first_key[g1] = static_cast<int64_t>(need.size());
+            for (int64_t r = 0; r < nrows; ++r) need.push_back({g1, r});
           }
-          const int64_t k = std::min<int64_t>(K, nvis);
-          sc.resize(nvis);
-          std::partial_sort(sc.begin(), sc.begin() + k, sc.end(), [](const auto& x, const auto& y) {
-            return x.first > y.first || (x.first == y.first && x.second < y.second);
+          keys.resize(need.size() * ID);
+          DecodeRows(b, bi.paged_idx, idx_codec, m, need, keys.data());
+          const int64_t t0 = b.seqs[g0].row0, t1 = b.seqs[g1 - 1].row0 + b.seqs[g1 - 1].T;
+          ForRows(t1 - t0, cost, [&](int64_t i) {
+            const int64_t t = t0 + i;
+            const int64_t p = b.pos[t], nvis = (p + 1) / m;
+            const float* seq_keys = keys.data() + first_key[b.seq_of[t]] * ID;
+            // Rows not yet visible to p are scored only for the trace.
+            const int64_t nscore = tracer != nullptr ? end_rows : nvis;
+            std::vector<std::pair<float, int32_t>> sc(nscore);
+            for (int64_t r = 0; r < nscore; ++r) {
+              const float* kb = seq_keys + r * ID;
+              double acc = 0;
+              for (int64_t h = 0; h < IH; ++h) {
+                const float* qh = qi.data() + (t * IH + h) * ID;
+                acc += std::max(DotF64(qh, kb, ID), 0.0) * wts[t * IH + h];
+              }
+              // Selection uses the unrounded score (the oracle's order on BF16 near-ties).
+              sc[r] = {static_cast<float>(acc), static_cast<int32_t>(r)};
+              if (tracer != nullptr) all_scores[t * end_rows + r] = R1(sc[r].first);
+            }
+            const int64_t k = std::min<int64_t>(K, nvis);
+            sc.resize(nvis);
+            std::partial_sort(
+                sc.begin(), sc.begin() + k, sc.end(), [](const auto& x, const auto& y) {
+                  return x.first > y.first || (x.first == y.first && x.second < y.second);
+                });
+            for (int64_t j = 0; j < k; ++j) sel_flat[t * K + j] = sc[j].second;
           });
-          for (int64_t j = 0; j < k; ++j) sel_flat[t * K + j] = sc[j].second;
-        });
+        }
         if (tracer != nullptr) {
           TraceF(pfx + "index_scores", all_scores.data(), all_scores.size());
           TraceI(pfx + "attn.indexer.selected", sel_flat.data(), sel_flat.size());
@@ -474,6 +521,37 @@ struct DeepseekV4Model::Impl {
       }
       Compress(aw.compressor, xn, b, bi.state_comp, bi.paged_kv, false, bi.freqs,
                pfx + "attn.compressor.rows");
+    }
+
+    // Compressed keys, decoded once per chunk per sequence into `comp`: HCA every row visible
+    // to the sequence's last query (rows first_comp[s] + r), CSA the union of its query rows'
+    // selections (row r at comp_of[s][r]).
+    std::vector<float> comp;
+    std::vector<int64_t> first_comp(b.seqs.size());
+    std::vector<std::vector<int64_t>> comp_of(b.seqs.size());
+    if (m > 0) {
+      std::vector<std::pair<int32_t, int64_t>> need;
+      for (int32_t si = 0; si < static_cast<int32_t>(b.seqs.size()); ++si) {
+        const SeqCtx& s = b.seqs[si];
+        const int64_t nrows = (s.p0 + s.T) / m;
+        if (aw.has_indexer) {
+          comp_of[si].assign(nrows, -1);
+          for (int64_t t = s.row0; t < s.row0 + s.T; ++t) {
+            for (int32_t r : selected[t]) {
+              CHECK_LT(r, nrows);
+              if (comp_of[si][r] < 0) {
+                comp_of[si][r] = static_cast<int64_t>(need.size());
+                need.push_back({si, r});
+              }
+            }
+          }
+        } else {
+          first_comp[si] = static_cast<int64_t>(need.size());
+          for (int64_t r = 0; r < nrows; ++r) need.push_back({si, r});
+        }
+      }
+      comp.resize(need.size() * d);
+      DecodeRows(b, bi.paged_kv, kv_codec, m, need, comp.data());
     }
 
     // attention: each row over its own sequence's window (this chunk's rows + the ring) and
@@ -494,11 +572,12 @@ struct DeepseekV4Model::Impl {
           keys.push_back(j >= s.p0 ? chunk_kv + (j - s.p0) * d : ring + (j % W) * d);
         }
         if (m > 0) {
+          const int32_t si = b.seq_of[t];
           if (aw.has_indexer) {
-            for (int32_t r : selected[t]) keys.push_back(PagedRow(s, bi.paged_kv, r, m));
+            for (int32_t r : selected[t]) keys.push_back(comp.data() + comp_of[si][r] * d);
           } else {
             for (int64_t r = 0; r < (p + 1) / m; ++r)
-              keys.push_back(PagedRow(s, bi.paged_kv, r, m));
+              keys.push_back(comp.data() + (first_comp[si] + r) * d);
           }
         }
         const int64_t nk = static_cast<int64_t>(keys.size());
@@ -719,7 +798,8 @@ struct DeepseekV4Model::Impl {
 DeepseekV4Model::~DeepseekV4Model() = default;
 
 absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
-    Config config, std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options) {
+    Config config, std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options,
+    KvRowStorage row_storage) {
   std::unique_ptr<DeepseekV4Model> m(new DeepseekV4Model());
   m->cfg_ = std::move(config);
   m->ckpt_ = std::move(ckpt);
@@ -737,13 +817,20 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
   impl->cfg = &m->cfg_;
   impl->layout = &m->layout_;
   impl->bf16 = m->bf16_;
+  // Compact rows need BF16 RoPE values; the FP32-activation mode's are not (deepseek_v4_kv_rows.h).
+  const bool compact = m->bf16_ && row_storage == KvRowStorage::kAuto;
+  impl->kv_codec = {compact ? KvRowFormat::kFp8Rope : KvRowFormat::kF32, c.head_dim, c.rope_dim};
+  impl->idx_codec = {compact ? KvRowFormat::kMxfp4 : KvRowFormat::kF32, c.index_head_dim, 0};
   KvLayout& L = m->layout_;
   uint64_t id = 1469598103934665603ull;
   auto mixin = [&](int64_t v) {
     id ^= static_cast<uint64_t>(v);
     id *= 1099511628211ull;
   };
-  mixin(0x44535634);  // "DSV4", layout version 1 (FP32 rows)
+  mixin(0x44535634);  // "DSV4"
+  mixin(kLayoutVersion);
+  mixin(static_cast<int64_t>(impl->kv_codec.format));
+  mixin(static_cast<int64_t>(impl->idx_codec.format));
   for (int64_t v : {c.hidden_size, c.num_layers, c.head_dim, c.rope_dim, c.window, c.index_head_dim,
                     c.vocab_size}) {
     mixin(v);
@@ -761,12 +848,12 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
     if (r > 0) {
       const int64_t coff = r == 4 ? 2 : 1;
       bi.paged_kv = static_cast<int>(L.paged.size());
-      L.paged.push_back({name + "compressed_kv", c.head_dim * 4, kBlockTokens / r});
+      L.paged.push_back({name + "compressed_kv", impl->kv_codec.RowBytes(), kBlockTokens / r});
       bi.state_comp = static_cast<int>(L.state.size());
       L.state.push_back({name + "compressor", coff * r * 2 * coff * c.head_dim * 4});
       if (r == 4) {
         bi.paged_idx = static_cast<int>(L.paged.size());
-        L.paged.push_back({name + "indexer_k", c.index_head_dim * 4, kBlockTokens / r});
+        L.paged.push_back({name + "indexer_k", impl->idx_codec.RowBytes(), kBlockTokens / r});
         bi.state_idx_comp = static_cast<int>(L.state.size());
         L.state.push_back(
             {name + "indexer_compressor", coff * r * 2 * coff * c.index_head_dim * 4});

@@ -3,17 +3,23 @@
 // with the decode-time state of §4, behind the engine's CausalLM interface.
 //
 // Decode state (declared through kv_layout()):
-//   paged, per compressed layer L: "layers.L.compressed_kv" (128/ratio rows of head_dim FP32
+//   paged, per compressed layer L: "layers.L.compressed_kv" (128/ratio rows of head_dim values
 //     per 128-token block) and, for ratio-4 layers, "layers.L.indexer_k" (128/ratio rows of
-//     index_head_dim FP32). Compressed row b of a layer with ratio m lives in the block of
-//     position b*m, row b mod (128/m).
+//     index_head_dim values). Compressed row b of a layer with ratio m lives in the block of
+//     position b*m, row b mod (128/m). Row bytes (deepseek_v4_kv_rows.h, docs/kv-format.md §6):
+//     with BF16 activations the compact lossless formats of spec §4 — main rows
+//     (head_dim − rope_dim) e4m3 + rope_dim BF16 + one E8M0 scale per 64, padded to 8 bytes
+//     (584 B for V4-Flash, 200 B for the tiny models), indexer keys MXFP4 (68 B for 128 dims);
+//     with LoadOptions::fp32_activations FP32 rows (its RoPE values are not BF16). The two
+//     layouts have different layout_ids. Attention and the indexer decode the rows they read
+//     once per chunk per sequence into FP32 scratch, so the arithmetic (and every logit) is the
+//     same as with FP32 rows.
 //   per-sequence state slot: "layers.L.window" (window x head_dim FP32 ring, slot = pos mod
 //     window) for every layer and "mtp.J.window" for the MTP block; "layers.L.compressor" and
 //     "layers.L.indexer_compressor": the compressor's per-token (a, g+ape) inputs of the block
 //     in progress (overlap: 2m slots, A-halves of the previous block in slots 0..m-1), so
 //     chunked prefill and token-by-token decode pool exactly the same numbers as one pass.
-//   Rows are stored as FP32 for now; the compact lossless formats of spec §4 (584-byte FP8 rows,
-//   68-byte MXFP4 indexer keys) are a later optimisation that changes layout_id.
+//   The per-sequence state is FP32 in both layouts.
 //
 // Numerics: activations are FP32 arrays rounded to BF16 exactly where the official code casts
 // (tier A of shared/golden/dsv4-tiny-a/README.md); LoadOptions::fp32_activations skips every BF16
@@ -66,12 +72,16 @@ struct BlockDebug {
   std::vector<int32_t> indexer_rows;  // CSA: selected compressed rows, descending score
 };
 
+// Row storage of the paged caches. kAuto: compact rows with BF16 activations, FP32 rows with
+// LoadOptions::fp32_activations. kFp32: FP32 rows in either mode (tests compare the two).
+enum class KvRowStorage { kAuto, kFp32 };
+
 class DeepseekV4Model final : public CausalLM {
  public:
   // Use LoadDeepseekV4 / Create.
-  static absl::StatusOr<std::unique_ptr<DeepseekV4Model>> Create(Config config,
-                                                                 std::unique_ptr<Checkpoint> ckpt,
-                                                                 const LoadOptions& options);
+  static absl::StatusOr<std::unique_ptr<DeepseekV4Model>> Create(
+      Config config, std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options,
+      KvRowStorage row_storage = KvRowStorage::kAuto);
 
   const ModelInfo& info() const override { return info_; }
   const KvLayout& kv_layout() const override { return layout_; }
