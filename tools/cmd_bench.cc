@@ -1,6 +1,7 @@
 // `deepinfer bench`: offline throughput and latency of the engine on one model.
 //
 //   deepinfer bench --model DIR [--prompt-len 128] [--output-len 64] [--batch-sizes 1,8,32]
+//                   [--no-prefix-caching] [--prefix-cache-mode replay|exact] [--snapshot-memory 1G]
 // For each batch size B, submits B requests of random prompt ids at once (greedy, ignore_eos,
 // exactly output-len tokens each) and prints one table row:
 //   prompt tok/s  = B * prompt-len / (time until the last request's first token)
@@ -22,6 +23,7 @@
 #include "model/model.h"
 #include "tools/cli_flags.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -42,6 +44,7 @@ int RunBench(int argc, char** argv) {
   flags.AddString("kv-memory-mb", "1024", "KV cache budget in MiB (blocks + state slots)");
   flags.AddString("max-num-batched-tokens", "2048", "token budget per engine step");
   flags.AddBool("no-async-scheduling", false, "plan the next step only after the current one");
+  AddPrefixCacheFlags(flags);
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   absl::StatusOr<int64_t> prompt_len = flags.GetInt("prompt-len");
   absl::StatusOr<int64_t> output_len = flags.GetInt("output-len");
@@ -69,6 +72,10 @@ int RunBench(int argc, char** argv) {
   if (!loaded.ok()) return BenchFail(loaded.status());
   const model::ModelInfo info = (*loaded)->info();
   engine::EngineConfig config;
+  if (absl::Status s = ApplyPrefixCacheFlags(flags, &config); !s.ok()) {
+    std::fprintf(stderr, "deepinfer bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   config.kv_memory_bytes = *kv_mb << 20;
   config.max_num_seqs = *std::max_element(batches->begin(), batches->end());
   config.max_num_batched_tokens = static_cast<int>(*budget);

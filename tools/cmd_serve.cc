@@ -3,6 +3,8 @@
 //   deepinfer serve --model DIR [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
 //                   [--api-key KEY] [--kv-cache-memory 1G] [--max-num-seqs 64]
 //                   [--max-num-batched-tokens 2048] [--max-waiting-requests N]
+//                   [--no-prefix-caching] [--prefix-cache-mode replay|exact]
+//                   [--snapshot-memory 1G]
 //
 // DEEPINFER_HF_MODEL_DIR is used when --model is absent. Loads the model and tokenizer, starts
 // the engine and the HTTP server, prints "listening on http://HOST:PORT" once ready, and shuts
@@ -11,11 +13,9 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <cctype>
 #include <cstdio>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/openai_server.h"
 #include "common/clock.h"
@@ -31,6 +31,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/cli_flags.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -38,33 +39,6 @@ namespace {
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "deepinfer serve: %s\n", std::string(s.message()).c_str());
   return 1;
-}
-
-// "1073741824", "512M", "2G", "1.5GiB" -> bytes.
-absl::StatusOr<int64_t> ParseBytes(const std::string& flag, const std::string& text) {
-  std::string num = text;
-  double scale = 1;
-  while (!num.empty() && std::isalpha(static_cast<unsigned char>(num.back()))) num.pop_back();
-  std::string suffix = text.substr(num.size());
-  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (suffix == "" || suffix == "B") {
-    scale = 1;
-  } else if (suffix == "K" || suffix == "KB" || suffix == "KIB") {
-    scale = 1024.0;
-  } else if (suffix == "M" || suffix == "MB" || suffix == "MIB") {
-    scale = 1024.0 * 1024;
-  } else if (suffix == "G" || suffix == "GB" || suffix == "GIB") {
-    scale = 1024.0 * 1024 * 1024;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": '", text, "' is not a size (e.g. 512M, 2G)"));
-  }
-  double v = 0;
-  if (!absl::SimpleAtod(num, &v) || !(v > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": '", text, "' is not a positive size (e.g. 512M, 2G)"));
-  }
-  return static_cast<int64_t>(v * scale);
 }
 
 absl::StatusOr<int> PositiveInt(const FlagSet& flags, const char* name) {
@@ -97,6 +71,7 @@ int RunServe(int argc, char** argv) {
                   "stall (then 408; an idle new connection is closed)");
   flags.AddString("shutdown-timeout", "10", "seconds in-flight requests get on SIGINT/SIGTERM");
   flags.AddBool("async-scheduling", true, "overlap engine planning with the forward");
+  AddPrefixCacheFlags(flags);
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   std::string model_dir = flags.GetString("model");
   if (model_dir.empty()) model_dir = Env().hf_model_dir;
@@ -116,7 +91,8 @@ int RunServe(int argc, char** argv) {
   http::HttpServerConfig http_config;
   int64_t shutdown_timeout_s = 10;
   {
-    absl::StatusOr<int64_t> kv = ParseBytes("kv-cache-memory", flags.GetString("kv-cache-memory"));
+    absl::StatusOr<int64_t> kv =
+        ParseByteSize("kv-cache-memory", flags.GetString("kv-cache-memory"));
     absl::StatusOr<int> seqs = PositiveInt(flags, "max-num-seqs");
     absl::StatusOr<int> batched = PositiveInt(flags, "max-num-batched-tokens");
     absl::StatusOr<int> waiting = PositiveInt(flags, "max-waiting-requests");
@@ -125,9 +101,10 @@ int RunServe(int argc, char** argv) {
     absl::StatusOr<int> request_timeout = PositiveInt(flags, "request-timeout");
     absl::StatusOr<int64_t> port = flags.GetInt("port");
     absl::StatusOr<int64_t> timeout = flags.GetInt("shutdown-timeout");
+    const absl::Status prefix = ApplyPrefixCacheFlags(flags, &engine_config);
     for (const absl::Status& s :
          {kv.status(), seqs.status(), batched.status(), waiting.status(), body.status(),
-          conns.status(), request_timeout.status(), port.status(), timeout.status()}) {
+          conns.status(), request_timeout.status(), port.status(), timeout.status(), prefix}) {
       if (!s.ok()) {
         std::fprintf(stderr, "deepinfer serve: %s\n", std::string(s.message()).c_str());
         return 2;

@@ -69,6 +69,16 @@ std::string NamedSseEvent(const Json& event) {
       "\ndata: ", DumpJson(event), "\n\n");
 }
 
+absl::Status ReadCacheSalt(const Json& obj, std::string* out) {
+  const Json* f = Field(obj, "cache_salt");
+  if (f == nullptr) return absl::OkStatus();
+  if (!f->is_string() || f->get_ref<const std::string&>().empty()) {
+    return WrongType("cache_salt", "a non-empty string");
+  }
+  *out = f->get<std::string>();
+  return absl::OkStatus();
+}
+
 const Json* Field(const Json& obj, const char* name) {
   auto it = obj.find(name);
   if (it == obj.end() || it->is_null()) return nullptr;

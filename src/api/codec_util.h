@@ -74,6 +74,12 @@ absl::Status ReadInt(const Json& obj, const char* name, std::string_view path, i
 absl::Status ReadSeed(const Json& obj, const char* name, std::string_view path,
                       std::optional<uint64_t>* out);
 
+// vLLM's `cache_salt` (all four generation APIs): a non-empty string folded into the request's
+// prefix-cache keys, so requests with different salts never share cached KV (docs/protocol.md,
+// "Extension fields"). Absent or null leaves `out` unchanged (no salt). Errors: InvalidArgument
+// naming `cache_salt` for a non-string or an empty string (vLLM's rule).
+absl::Status ReadCacheSalt(const Json& obj, std::string* out);
+
 }  // namespace deepinfer::api::codec_util
 
 #endif  // DEEPINFER_API_CODEC_UTIL_H_

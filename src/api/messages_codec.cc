@@ -422,6 +422,7 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(std::string_view body, bool
   if (top_k) req.sampling.top_k = static_cast<int>(*top_k);
   // Extension (not in Anthropic's API; vLLM/SGLang style extra body field): the sampler seed.
   RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &req.sampling.seed));
+  RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
   std::optional<bool> stream;
   RETURN_IF_ERROR(codec_util::ReadBool(obj, "stream", "stream", &stream));
   req.sampling.stream = stream.value_or(false);
@@ -490,7 +491,7 @@ std::string_view AnthropicStopReason(protocol::FinishReason reason) {
 MessagesEncoder::MessagesEncoder(MessageMeta meta) : meta_(std::move(meta)) {}
 
 Json MessagesEncoder::UsageJson(int64_t output_tokens) const {
-  return Json{{"input_tokens", meta_.input_tokens},
+  return Json{{"input_tokens", meta_.prompt_tokens - meta_.cache_read_input_tokens},
               {"cache_creation_input_tokens", 0},
               {"cache_read_input_tokens", meta_.cache_read_input_tokens},
               {"output_tokens", output_tokens}};
@@ -607,9 +608,8 @@ std::vector<Json> MessagesEncoder::Complete(int64_t output_tokens) {
   }
   Json delta{{"stop_reason", std::string(stop)},
              {"stop_sequence", stop_sequence_.empty() ? Json(nullptr) : Json(stop_sequence_)}};
-  out.push_back(Json{{"type", "message_delta"},
-                     {"delta", std::move(delta)},
-                     {"usage", Json{{"output_tokens", output_tokens}}}});
+  out.push_back(Json{
+      {"type", "message_delta"}, {"delta", std::move(delta)}, {"usage", UsageJson(output_tokens)}});
   out.push_back(Json{{"type", "message_stop"}});
   return out;
 }

@@ -44,6 +44,8 @@ struct MessagesRequest {
   // temperature [0,1], top_p, top_k, stop (= stop_sequences), max_tokens, stream, and the
   // extension field `seed` (not in Anthropic's API; docs/protocol.md, "Extension fields").
   SamplingFields sampling;
+  // vLLM's `cache_salt` extension ("" = none): prefix-cache isolation (codec_util::ReadCacheSalt).
+  std::string cache_salt;
 };
 
 // Parses and validates. `count_tokens`: the body of /v1/messages/count_tokens (max_tokens not
@@ -68,11 +70,14 @@ std::string AnthropicErrorJson(const absl::Status& status);
 std::string AnthropicErrorJson(std::string_view type, std::string_view message);
 
 // Identity of one message response.
+// Usage follows Anthropic's accounting: `usage.input_tokens` counts the prompt tokens NOT read
+// from the cache, so input_tokens + cache_creation_input_tokens (always 0: blocks are cached
+// implicitly, nothing is billed as a cache write) + cache_read_input_tokens = prompt tokens.
 struct MessageMeta {
   std::string id;  // "msg_..."
   std::string model;
-  int64_t input_tokens = 0;
-  int64_t cache_read_input_tokens = 0;
+  int64_t prompt_tokens = 0;            // the whole prompt
+  int64_t cache_read_input_tokens = 0;  // of which served from the prefix cache
 };
 
 // protocol::OutputEvent stream -> Messages events (payload objects with `type`; render with
@@ -91,9 +96,17 @@ class MessagesEncoder {
  public:
   explicit MessagesEncoder(MessageMeta meta);
 
+  // Prompt tokens served from the prefix cache (usage.cache_read_input_tokens), known once the
+  // engine's first output arrives: set it before Start() so message_start carries it. Every
+  // usage object after the call (message_delta, Message()) carries it too.
+  void SetCacheReadInputTokens(int64_t tokens) { meta_.cache_read_input_tokens = tokens; }
+
   std::vector<nlohmann::ordered_json> Start();
   std::vector<nlohmann::ordered_json> OnEvent(const protocol::OutputEvent& event);
-  // `output_tokens`: completion tokens of the whole response.
+  // `output_tokens`: completion tokens of the whole response. message_delta's usage carries the
+  // whole-message totals (input_tokens, cache_creation_input_tokens, cache_read_input_tokens,
+  // output_tokens), as Anthropic's current API does; the SDKs take them over into the final
+  // message.
   std::vector<nlohmann::ordered_json> Complete(int64_t output_tokens);
 
   // The non-streaming body after Complete(). Error: Internal with the parser's error when the

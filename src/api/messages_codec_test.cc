@@ -50,7 +50,7 @@ std::vector<Json> Coalesce(const std::vector<Json>& events) {
 // Hand-written from spec §3.3 for kScriptedOutput.
 std::vector<Json> ExpectedEvents() {
   const char* kLines[] = {
-      R"({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"deepseek-v4","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":4,"output_tokens":0}}})",
+      R"({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"deepseek-v4","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8,"cache_creation_input_tokens":0,"cache_read_input_tokens":4,"output_tokens":0}}})",
       R"({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}})",
       R"({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me think."}})",
       R"({"type":"content_block_stop","index":0})",
@@ -63,7 +63,7 @@ std::vector<Json> ExpectedEvents() {
       R"({"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"call_1","name":"get_time","input":{}}})",
       R"({"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"{\"tz\": \"CET\", \"h24\": true}"}})",
       R"({"type":"content_block_stop","index":3})",
-      R"({"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":40}})",
+      R"({"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":8,"cache_creation_input_tokens":0,"cache_read_input_tokens":4,"output_tokens":40}})",
       R"({"type":"message_stop"})",
   };
   std::vector<Json> out;
@@ -78,10 +78,11 @@ Json ExpectedMessage() {
       R"({"type":"text","text":"Hi there."},)"
       R"({"type":"tool_use","id":"call_0","name":"get_weather","input":{"city":"Paris"}},)"
       R"({"type":"tool_use","id":"call_1","name":"get_time","input":{"tz":"CET","h24":true}}],)"
-      R"("stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":12,)"
+      R"("stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":8,)"
       R"("cache_creation_input_tokens":0,"cache_read_input_tokens":4,"output_tokens":40}})");
 }
 
+// 12 prompt tokens, 4 of them from the cache: Anthropic's input_tokens is the other 8.
 MessageMeta Meta() { return MessageMeta{"msg_1", "deepseek-v4", 12, 4}; }
 
 TEST(MessagesEncoderTest, EverySplitGivesTheHandWrittenEvents) {
@@ -134,9 +135,35 @@ TEST(MessagesEncoderTest, StopSequenceAndMaxTokens) {
   ASSERT_EQ(tail.size(), 2u);
   EXPECT_EQ(tail[0],
             Json::parse(R"({"type":"message_delta","delta":{"stop_reason":"stop_sequence",)"
-                        R"("stop_sequence":"END"},"usage":{"output_tokens":3}})"));
+                        R"("stop_sequence":"END"},"usage":{"input_tokens":8,)"
+                        R"("cache_creation_input_tokens":0,"cache_read_input_tokens":4,)"
+                        R"("output_tokens":3}})"));
   EXPECT_EQ(AnthropicStopReason(protocol::FinishReason::kLength), "max_tokens");
   EXPECT_EQ(AnthropicStopReason(protocol::FinishReason::kStop), "end_turn");
+}
+
+// The cache hit is known only after the engine's first output: set before Start(), it is in
+// message_start, message_delta and the non-streaming body alike; input_tokens is the rest of the
+// 300-token prompt (Anthropic's accounting).
+TEST(MessagesEncoderTest, CacheReadInputTokensSetBeforeStartIsInEveryUsage) {
+  MessagesEncoder enc(MessageMeta{"msg_2", "m", 300, 0});
+  enc.SetCacheReadInputTokens(256);
+  std::vector<Json> start = enc.Start();
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0]["message"]["usage"],
+            Json::parse(R"({"input_tokens":44,"cache_creation_input_tokens":0,)"
+                        R"("cache_read_input_tokens":256,"output_tokens":0})"));
+  protocol::OutputEvent fin;
+  fin.type = protocol::OutputEvent::Type::kFinish;
+  fin.finish_reason = protocol::FinishReason::kLength;
+  enc.OnEvent(fin);
+  std::vector<Json> tail = enc.Complete(1);
+  ASSERT_EQ(tail.size(), 2u);
+  const Json want = Json::parse(R"({"input_tokens":44,"cache_creation_input_tokens":0,)"
+                                R"("cache_read_input_tokens":256,"output_tokens":1})");
+  EXPECT_EQ(tail[0]["usage"], want);
+  ASSERT_OK_AND_ASSIGN(Json message, enc.Message());
+  EXPECT_EQ(Json::parse(message.dump())["usage"], want);
 }
 
 TEST(MessagesEncoderTest, BrokenToolCallEndsWithErrorEvent) {

@@ -420,6 +420,8 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_vie
   RETURN_IF_ERROR(ParseSampling(obj, &req.sampling));
   RETURN_IF_ERROR(GetBool(obj, "logprobs", &req.logprobs));
   RETURN_IF_ERROR(GetBool(obj, "parallel_tool_calls", &req.parallel_tool_calls));
+  RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
+  RETURN_IF_ERROR(GetBool(obj, "return_token_ids", &req.return_token_ids));
   std::optional<int64_t> top;
   RETURN_IF_ERROR(GetInt(obj, "top_logprobs", 0, 20, &top));
   if (top) {
@@ -469,6 +471,8 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body) 
   std::optional<int64_t> plp;
   RETURN_IF_ERROR(GetInt(obj, "prompt_logprobs", 0, 20, &plp));
   if (plp) req.prompt_logprobs = static_cast<int>(*plp);
+  RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
+  RETURN_IF_ERROR(GetBool(obj, "return_token_ids", &req.return_token_ids));
   RETURN_IF_ERROR(ParseSampling(obj, &req.sampling));
   // best_of is not implemented beyond n (docs/protocol.md); OpenAI's checks still apply.
   std::optional<int64_t> best_of;
@@ -536,10 +540,10 @@ nlohmann::ordered_json CompletionLogprobsJson(const CompletionLogprobs& lp) {
           {"text_offset", lp.text_offset}};
 }
 
-nlohmann::ordered_json ChatCompletionJson(const std::string& id, int64_t created,
-                                          const std::string& model,
-                                          const std::vector<ChatChoiceOut>& choices,
-                                          const Usage& usage) {
+nlohmann::ordered_json ChatCompletionJson(
+    const std::string& id, int64_t created, const std::string& model,
+    const std::vector<ChatChoiceOut>& choices, const Usage& usage,
+    const std::optional<std::vector<int32_t>>& prompt_token_ids) {
   nlohmann::ordered_json out_choices = nlohmann::ordered_json::array();
   for (const ChatChoiceOut& c : choices) {
     nlohmann::ordered_json message = {{"role", "assistant"}};
@@ -558,14 +562,17 @@ nlohmann::ordered_json ChatCompletionJson(const std::string& id, int64_t created
                            {"message", std::move(message)},
                            {"logprobs", c.logprobs ? *c.logprobs : nlohmann::ordered_json()},
                            {"finish_reason", c.finish_reason}});
+    if (c.token_ids) out_choices.back()["token_ids"] = *c.token_ids;
   }
-  return {{"id", id},
-          {"object", "chat.completion"},
-          {"created", created},
-          {"model", model},
-          {"system_fingerprint", "deepinfer"},
-          {"choices", std::move(out_choices)},
-          {"usage", UsageJson(usage)}};
+  nlohmann::ordered_json out = {{"id", id},
+                                {"object", "chat.completion"},
+                                {"created", created},
+                                {"model", model},
+                                {"system_fingerprint", "deepinfer"},
+                                {"choices", std::move(out_choices)},
+                                {"usage", UsageJson(usage)}};
+  if (prompt_token_ids) out["prompt_token_ids"] = *prompt_token_ids;
+  return out;
 }
 
 std::string ChatFinishReason(protocol::FinishReason r) {
@@ -663,6 +670,8 @@ nlohmann::ordered_json CompletionJson(const std::string& id, int64_t created,
          {"finish_reason", c.finish_reason.empty() ? nlohmann::ordered_json()
                                                    : nlohmann::ordered_json(c.finish_reason)}});
     if (c.prompt_logprobs) out_choices.back()["prompt_logprobs"] = *c.prompt_logprobs;
+    if (c.prompt_token_ids) out_choices.back()["prompt_token_ids"] = *c.prompt_token_ids;
+    if (c.token_ids) out_choices.back()["token_ids"] = *c.token_ids;
   }
   nlohmann::ordered_json out = {
       {"id", id},       {"object", "text_completion"},       {"created", created},

@@ -61,6 +61,11 @@ struct ChatCompletionRequest {
   int top_logprobs = 0;  // [0, 20]; requires logprobs
   // With tool_choice required: one or more calls (true) or exactly one (false).
   bool parallel_tool_calls = true;
+  // vLLM's `cache_salt` ("" = none): prefix-cache isolation (codec_util::ReadCacheSalt).
+  std::string cache_salt;
+  // vLLM's `return_token_ids`: the response carries `prompt_token_ids` (top level) and
+  // `token_ids` (each choice; in streams, each chunk's new ids).
+  bool return_token_ids = false;
   SamplingFields sampling;
 };
 
@@ -77,6 +82,11 @@ struct CompletionRequest {
   // returned per choice as "prompt_logprobs": [null, {"<id>": {"logprob", "rank",
   // "decoded_token"}, ...}, ...].
   std::optional<int> prompt_logprobs;
+  // vLLM's `cache_salt` ("" = none): prefix-cache isolation (codec_util::ReadCacheSalt).
+  std::string cache_salt;
+  // vLLM's `return_token_ids`: each choice carries `prompt_token_ids` and `token_ids` (vLLM puts
+  // both on the choice for completions, since a completions request may batch prompts).
+  bool return_token_ids = false;
   SamplingFields sampling;
 };
 
@@ -134,13 +144,15 @@ struct ChatChoiceOut {
   std::vector<ChatToolCallOut> tool_calls;
   std::string finish_reason;                       // "stop", "length", "tool_calls"
   std::optional<nlohmann::ordered_json> logprobs;  // {"content": [...]} or null
+  std::optional<std::vector<int32_t>> token_ids;   // return_token_ids: the generated ids
 };
 
-// The object skeletons. `created` is Unix seconds.
-nlohmann::ordered_json ChatCompletionJson(const std::string& id, int64_t created,
-                                          const std::string& model,
-                                          const std::vector<ChatChoiceOut>& choices,
-                                          const Usage& usage);
+// The object skeletons. `created` is Unix seconds. `prompt_token_ids` (return_token_ids) adds
+// the top-level "prompt_token_ids" field, as vLLM does.
+nlohmann::ordered_json ChatCompletionJson(
+    const std::string& id, int64_t created, const std::string& model,
+    const std::vector<ChatChoiceOut>& choices, const Usage& usage,
+    const std::optional<std::vector<int32_t>>& prompt_token_ids = std::nullopt);
 // One chat.completion.chunk with a single choice; `delta` is the delta object.
 // `finish_reason` empty = null. `usage_null` adds "usage": null (stream_options.include_usage).
 nlohmann::ordered_json ChatChunkJson(const std::string& id, int64_t created,
@@ -179,6 +191,9 @@ struct CompletionChoiceOut {
   std::string finish_reason;  // "" = null (stream chunks before the end)
   std::optional<nlohmann::ordered_json> logprobs;
   std::optional<nlohmann::ordered_json> prompt_logprobs;  // vLLM extension, when requested
+  // return_token_ids (vLLM): the prompt's ids and the generated ids.
+  std::optional<std::vector<int32_t>> prompt_token_ids;
+  std::optional<std::vector<int32_t>> token_ids;
 };
 nlohmann::ordered_json CompletionJson(const std::string& id, int64_t created,
                                       const std::string& model,

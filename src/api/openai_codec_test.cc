@@ -172,6 +172,123 @@ TEST(OpenAiCodecTest, SeedRangeIsTheSameOnEveryRoute) {
   }
 }
 
+// vLLM's cache_salt, on all four generation routes: a non-empty string; absent or null = no
+// salt; anything else is a 400 naming the field, in each API's own error shape.
+TEST(OpenAiCodecTest, CacheSaltIsTheSameOnEveryRoute) {
+  auto parse = [](int route, const std::string& field) -> absl::StatusOr<std::string> {
+    const std::string extra = field.empty() ? "" : ", \"cache_salt\": " + field;
+    switch (route) {
+      case 0: {
+        absl::StatusOr<ChatCompletionRequest> r = ParseChatCompletionRequest(
+            R"({"messages": [{"role": "user", "content": "x"}])" + extra + "}");
+        if (!r.ok()) return r.status();
+        return r->cache_salt;
+      }
+      case 1: {
+        absl::StatusOr<CompletionRequest> r =
+            ParseCompletionRequest(R"({"prompt": "x")" + extra + "}");
+        if (!r.ok()) return r.status();
+        return r->cache_salt;
+      }
+      case 2: {
+        absl::StatusOr<ResponsesRequest> r =
+            ParseResponsesRequest(R"({"input": "x")" + extra + "}");
+        if (!r.ok()) return r.status();
+        return r->cache_salt;
+      }
+      default: {
+        absl::StatusOr<MessagesRequest> r = ParseMessagesRequest(
+            R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}])" +
+            extra + "}");
+        if (!r.ok()) return r.status();
+        return r->cache_salt;
+      }
+    }
+  };
+  for (int route = 0; route < 4; ++route) {
+    SCOPED_TRACE(route);
+    ASSERT_OK_AND_ASSIGN(std::string none, parse(route, ""));
+    EXPECT_EQ(none, "");
+    ASSERT_OK_AND_ASSIGN(std::string null_salt, parse(route, "null"));
+    EXPECT_EQ(null_salt, "");
+    ASSERT_OK_AND_ASSIGN(std::string salt, parse(route, R"("tenant-a \u00e9")"));
+    EXPECT_EQ(salt, "tenant-a \xc3\xa9");
+    for (const char* bad : {"\"\"", "7", "true", "[\"a\"]", "{\"a\": 1}"}) {
+      absl::StatusOr<std::string> got = parse(route, bad);
+      EXPECT_THAT(got, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("'cache_salt' must be a non-empty string")))
+          << bad;
+      EXPECT_EQ(ErrorParam(got.status()), "cache_salt") << bad;
+      if (route == 3) {
+        // Anthropic's shape, the field path first.
+        Json body = Json::parse(AnthropicErrorJson(got.status()));
+        EXPECT_EQ(body["type"], "error");
+        EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+        EXPECT_EQ(body["error"]["message"].get<std::string>().rfind("cache_salt: ", 0), 0u)
+            << body.dump();
+      } else {
+        Json body = Json::parse(OpenAiErrorJson(got.status()));
+        EXPECT_EQ(body["error"]["param"], "cache_salt");
+        EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+      }
+    }
+  }
+}
+
+// vLLM's return_token_ids: a boolean on Chat and Completions; the ids go where vLLM puts them
+// (Chat: prompt_token_ids at the top level, token_ids per choice; Completions: both per choice).
+TEST(OpenAiCodecTest, ReturnTokenIds) {
+  ASSERT_OK_AND_ASSIGN(ChatCompletionRequest chat,
+                       ParseChatCompletionRequest(R"({"messages": [{"role": "user", "content": )"
+                                                  R"("x"}], "return_token_ids": true})"));
+  EXPECT_TRUE(chat.return_token_ids);
+  ASSERT_OK_AND_ASSIGN(CompletionRequest cmpl,
+                       ParseCompletionRequest(R"({"prompt": "x", "return_token_ids": true})"));
+  EXPECT_TRUE(cmpl.return_token_ids);
+  ASSERT_OK_AND_ASSIGN(cmpl, ParseCompletionRequest(R"({"prompt": "x"})"));
+  EXPECT_FALSE(cmpl.return_token_ids);
+  absl::StatusOr<CompletionRequest> bad =
+      ParseCompletionRequest(R"({"prompt": "x", "return_token_ids": 1})");
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(ErrorParam(bad.status()), "return_token_ids");
+
+  ChatChoiceOut c;
+  c.content = "hi";
+  c.finish_reason = "length";
+  c.token_ids = std::vector<int32_t>{7, 8};
+  Json j = Json::parse(DumpJson(ChatCompletionJson("chatcmpl-1", 1, "m", {c}, Usage{3, 2, 0, 0},
+                                                   std::vector<int32_t>{1, 2, 3})));
+  EXPECT_EQ(j["prompt_token_ids"], Json::parse("[1, 2, 3]"));
+  EXPECT_EQ(j["choices"][0]["token_ids"], Json::parse("[7, 8]"));
+  ChatChoiceOut plain;
+  plain.finish_reason = "stop";
+  j = Json::parse(DumpJson(ChatCompletionJson("chatcmpl-2", 1, "m", {plain}, Usage{})));
+  EXPECT_FALSE(j.contains("prompt_token_ids"));
+  EXPECT_FALSE(j["choices"][0].contains("token_ids"));
+
+  CompletionChoiceOut cc;
+  cc.text = "t";
+  cc.finish_reason = "stop";
+  cc.prompt_token_ids = std::vector<int32_t>{1, 2};
+  cc.token_ids = std::vector<int32_t>{9};
+  j = Json::parse(DumpJson(CompletionJson("cmpl-1", 1, "m", {cc}, Usage{2, 1, 0, 0})));
+  EXPECT_EQ(j["choices"][0]["prompt_token_ids"], Json::parse("[1, 2]"));
+  EXPECT_EQ(j["choices"][0]["token_ids"], Json::parse("[9]"));
+}
+
+// Usage with a prefix-cache hit: DeepSeek's hit + miss add up to the prompt tokens, and the
+// Responses and Messages usages carry the same hit under their own names.
+TEST(OpenAiCodecTest, CachedTokensInEveryUsageShape) {
+  const Usage u{300, 4, 256, 0};
+  Json chat = Json::parse(DumpJson(UsageJson(u)));
+  EXPECT_EQ(chat["prompt_tokens_details"]["cached_tokens"], 256);
+  EXPECT_EQ(chat["prompt_cache_hit_tokens"], 256);
+  EXPECT_EQ(chat["prompt_cache_miss_tokens"], 44);
+  Json responses = Json::parse(DumpJson(ResponsesUsageJson(u)));
+  EXPECT_EQ(responses["input_tokens"], 300);
+  EXPECT_EQ(responses["input_tokens_details"]["cached_tokens"], 256);
+}
+
 // OpenAI requires json_schema.name (shared/spec/protocol.md is silent, so we follow OpenAI); a
 // missing `schema` is any JSON object (docs/protocol.md).
 TEST(OpenAiCodecTest, JsonSchemaResponseFormatNeedsAName) {

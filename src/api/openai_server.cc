@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/codec_util.h"
+#include "api/engine_metrics.h"
 #include "api/errors.h"
 #include "api/messages_codec.h"
 #include "api/openai_codec.h"
@@ -60,7 +61,7 @@ const char* RouteMethod(const std::string& p) {
   }
   if (p == "/v1/chat/completions" || p == "/v1/completions" || p == "/tokenize" ||
       p == "/detokenize" || p == "/v1/responses" || p == "/v1/messages" ||
-      p == "/v1/messages/count_tokens") {
+      p == "/v1/messages/count_tokens" || p == "/reset_prefix_cache") {
     return "POST";
   }
   return nullptr;
@@ -133,7 +134,9 @@ struct RequestRecord {
   std::string id;
   std::string route;
   int64_t prompt_tokens = 0;
+  // The request's prefix-cache hit: sample 0's (with n > 1 the other samples fork its prompt).
   int64_t cached_tokens = 0;
+  int64_t replayed_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t arrival_ns = 0;
   int64_t first_token_ns = 0;  // 0 = no token
@@ -141,7 +144,10 @@ struct RequestRecord {
   void Observe(const StepOutput& o) {
     if (arrival_ns == 0) arrival_ns = o.arrival_ns;
     prompt_tokens = o.prompt_tokens;
-    cached_tokens = o.cached_tokens;
+    if (o.sample_index == 0) {
+      cached_tokens = o.cached_tokens;
+      replayed_tokens = o.replayed_tokens;
+    }
     generated_tokens += static_cast<int64_t>(o.token_ids.size());
     if (o.first_token_ns > 0 && (first_token_ns == 0 || o.first_token_ns < first_token_ns)) {
       first_token_ns = o.first_token_ns;
@@ -168,11 +174,8 @@ struct ApiServer::Impl {
     e2e = m.GetHistogram("deepinfer_e2e_request_latency_seconds",
                          "Time from arrival to the end of a generation request.",
                          http::Histogram::LatencyBucketsSeconds());
-    running = m.GetGauge("deepinfer_num_requests_running", "Sequences holding KV in the engine.");
-    waiting = m.GetGauge("deepinfer_num_requests_waiting", "Sequences waiting for admission.");
-    kv_used = m.GetGauge("deepinfer_kv_blocks_used", "KV cache blocks (128 tokens) in use.");
-    kv_total = m.GetGauge("deepinfer_kv_blocks_total", "KV cache blocks (128 tokens) in total.");
-    kv_usage = m.GetGauge("deepinfer_kv_cache_usage_ratio", "Fraction of KV blocks in use.");
+    engine_metrics = std::make_unique<EngineMetrics>(
+        &m, s->options_.served_model_name.empty() ? "deepinfer" : s->options_.served_model_name);
     in_flight = m.GetGauge("deepinfer_http_requests_in_flight", "HTTP requests being handled.");
   }
 
@@ -219,6 +222,9 @@ struct ApiServer::Impl {
   void HandleDetokenize(const http::HttpRequest& req, RecordingWriter& w);
   void HandleModels(const http::HttpRequest& req, RecordingWriter& w);
   void HandleMetrics(RecordingWriter& w);
+  // POST /reset_prefix_cache (vLLM's route): Engine::ResetPrefixCache, then 200
+  // {"status": "ok"}.
+  void HandleResetPrefixCache(RecordingWriter& w);
 
   // Errors: Unauthenticated (code invalid_api_key); the message of a missing key names the
   // header the route's clients use (`anthropic`: x-api-key).
@@ -257,11 +263,7 @@ struct ApiServer::Impl {
   http::Histogram* ttft;
   http::Histogram* tpot;
   http::Histogram* e2e;
-  http::Gauge* running;
-  http::Gauge* waiting;
-  http::Gauge* kv_used;
-  http::Gauge* kv_total;
-  http::Gauge* kv_usage;
+  std::unique_ptr<EngineMetrics> engine_metrics;
   http::Gauge* in_flight;
 };
 
@@ -313,8 +315,9 @@ void ApiServer::Handle(const http::HttpRequest& request, http::ResponseWriter& w
   std::string route = request.path;
   // Bound the label set: unknown paths share one label value.
   static const char* kKnown[] = {
-      "/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize",
-      "/detokenize",          "/health",         "/metrics"};
+      "/v1/chat/completions",      "/v1/completions", "/v1/responses", "/v1/messages",
+      "/v1/messages/count_tokens", "/v1/models",      "/tokenize",     "/detokenize",
+      "/reset_prefix_cache",       "/health",         "/metrics"};
   if (std::find(std::begin(kKnown), std::end(kKnown), route) == std::end(kKnown)) {
     route = absl::StartsWith(AbslView(route), "/v1/models/") ? "/v1/models" : "other";
   }
@@ -389,6 +392,8 @@ void ApiServer::Impl::Route(const http::HttpRequest& req, RecordingWriter& w) {
     HandleTokenize(req, w);
   } else if (p == "/detokenize") {
     HandleDetokenize(req, w);
+  } else if (p == "/reset_prefix_cache") {
+    HandleResetPrefixCache(w);
   } else {
     HandleModels(req, w);
   }
@@ -704,6 +709,7 @@ void ApiServer::Impl::Finish(const RequestRecord& r, int status) {
   e2e->Observe(total_s);
   LOG(INFO) << "request " << r.id << " " << r.route << " status=" << status
             << " prompt_tokens=" << r.prompt_tokens << " cached_tokens=" << r.cached_tokens
+            << " replayed_tokens=" << r.replayed_tokens
             << " generated_tokens=" << r.generated_tokens
             << " ttft_ms=" << (ttft_s >= 0 ? ttft_s * 1e3 : 0.0)
             << " tpot_ms=" << (tpot_s >= 0 ? tpot_s * 1e3 : 0.0) << " total_ms=" << total_s * 1e3;
@@ -762,9 +768,12 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   const bool include_usage = stream_mode && req.sampling.include_usage;
   const bool thinking = options.thinking;
   const size_t prompt_len = ids->size();
+  const bool return_ids = req.return_token_ids;
+  std::optional<std::vector<int32_t>> prompt_ids_out;
+  if (return_ids) prompt_ids_out = *ids;
 
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      Submit({id, *std::move(ids), *params});
+      Submit({id, *std::move(ids), *params, req.cache_salt});
   if (!stream.ok()) return SendError(w, stream.status());
 
   protocol::OutputParserOptions parser_options;
@@ -783,6 +792,9 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
     std::vector<protocol::OutputEvent> events;  // non-stream: everything
     OJson logprobs = OJson::array();            // non-stream: every entry; stream: pending
     std::string finish_reason;
+    std::vector<int32_t> token_ids;    // return_token_ids, non-stream: every generated id
+    std::vector<int32_t> pending_ids;  // return_token_ids, stream: ids not yet in a chunk
+    bool sent_prompt_ids = false;      // return_token_ids, stream: prompt_token_ids sent
   };
   std::vector<Sample> samples(n);
   for (Sample& smp : samples) {
@@ -804,8 +816,18 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
       lp = OJson{{"content", std::move(smp.logprobs)}};
       smp.logprobs = OJson::array();
     }
-    return write(
-        ChatChunkJson(id, created, model, index, std::move(delta), finish, lp, include_usage));
+    OJson chunk =
+        ChatChunkJson(id, created, model, index, std::move(delta), finish, lp, include_usage);
+    if (return_ids) {
+      // vLLM's shape: the ids new in this chunk on the choice, the prompt's on the first chunk.
+      chunk["choices"][0]["token_ids"] = std::move(smp.pending_ids);
+      smp.pending_ids.clear();
+      if (!smp.sent_prompt_ids) {
+        smp.sent_prompt_ids = true;
+        chunk["prompt_token_ids"] = *prompt_ids_out;
+      }
+    }
+    return write(chunk);
   };
 
   if (stream_mode) {
@@ -827,6 +849,10 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
     if (o.sample_index < 0 || o.sample_index >= n) return true;
     Sample& smp = samples[o.sample_index];
     if (smp.done) return true;
+    if (return_ids) {
+      smp.token_ids.insert(smp.token_ids.end(), o.token_ids.begin(), o.token_ids.end());
+      smp.pending_ids.insert(smp.pending_ids.end(), o.token_ids.begin(), o.token_ids.end());
+    }
     if (req.logprobs) {
       for (size_t i = 0; i < o.logprobs.size(); ++i) {
         const engine::TokenLogprob& t = o.logprobs[i];
@@ -916,9 +942,10 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
     c.index = i;
     if (!smp.finish_reason.empty()) c.finish_reason = smp.finish_reason;
     if (req.logprobs) c.logprobs = OJson{{"content", smp.logprobs}};
+    if (return_ids) c.token_ids = smp.token_ids;
     choices.push_back(std::move(c));
   }
-  SendJson(w, 200, ChatCompletionJson(id, created, model, choices, usage));
+  SendJson(w, 200, ChatCompletionJson(id, created, model, choices, usage, prompt_ids_out));
   Finish(record, 200);
 }
 
@@ -1002,7 +1029,7 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
   const std::vector<int32_t> prompt_ids = prompt;
 
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      Submit({id, std::move(prompt), *params});
+      Submit({id, std::move(prompt), *params, req.cache_salt});
   if (!stream.ok()) return SendError(w, stream.status());
 
   struct Sample {
@@ -1014,6 +1041,9 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
     int64_t offset = 0;           // text_offset of the next token
     CompletionLogprobs logprobs;  // non-stream: everything; stream: pending
     std::string finish_reason;
+    std::vector<int32_t> token_ids;    // return_token_ids, non-stream: every generated id
+    std::vector<int32_t> pending_ids;  // return_token_ids, stream: ids not yet in a chunk
+    bool sent_prompt_ids = false;      // return_token_ids, stream: prompt_token_ids sent
   };
   std::vector<Sample> samples(n);
   for (Sample& smp : samples) {
@@ -1048,6 +1078,14 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
       c.logprobs = CompletionLogprobsJson(smp.logprobs);
       smp.logprobs = CompletionLogprobs();
     }
+    if (req.return_token_ids) {
+      c.token_ids = std::move(smp.pending_ids);
+      smp.pending_ids.clear();
+      if (!smp.sent_prompt_ids) {
+        smp.sent_prompt_ids = true;
+        c.prompt_token_ids = prompt_ids;
+      }
+    }
     OJson chunk = CompletionJson(id, created, model, {c}, std::nullopt);
     if (include_usage) chunk["usage"] = nullptr;
     return w.WriteChunk(SseEvent(chunk));
@@ -1063,6 +1101,10 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
     if (o.sample_index < 0 || o.sample_index >= n) return true;
     Sample& smp = samples[o.sample_index];
     if (smp.done) return true;
+    if (req.return_token_ids) {
+      smp.token_ids.insert(smp.token_ids.end(), o.token_ids.begin(), o.token_ids.end());
+      smp.pending_ids.insert(smp.pending_ids.end(), o.token_ids.begin(), o.token_ids.end());
+    }
     std::string new_text;
     if (req.prompt_logprobs && !prompt_lp_json && !o.prompt_logprobs.empty()) {
       prompt_lp_json = build_prompt_lp(o.prompt_logprobs, prompt_ids);
@@ -1153,6 +1195,10 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
     c.finish_reason = samples[i].finish_reason.empty() ? "stop" : samples[i].finish_reason;
     if (req.logprobs) c.logprobs = CompletionLogprobsJson(samples[i].logprobs);
     if (req.prompt_logprobs) c.prompt_logprobs = prompt_lp_json.value_or(OJson::array({nullptr}));
+    if (req.return_token_ids) {
+      c.prompt_token_ids = prompt_ids;
+      c.token_ids = samples[i].token_ids;
+    }
     choices.push_back(std::move(c));
   }
   SendJson(w, 200, CompletionJson(id, created, model, choices, usage));
@@ -1249,15 +1295,18 @@ void ApiServer::Impl::HandleModels(const http::HttpRequest& req, RecordingWriter
 }
 
 void ApiServer::Impl::HandleMetrics(RecordingWriter& w) {
-  const engine::EngineStats st = s->engine_->Stats();
-  running->Set(st.num_running);
-  waiting->Set(st.num_waiting);
-  kv_used->Set(static_cast<double>(st.kv_blocks_used));
-  kv_total->Set(static_cast<double>(st.kv_blocks_total));
-  kv_usage->Set(st.kv_blocks_total > 0 ? static_cast<double>(st.kv_blocks_used) /
-                                             static_cast<double>(st.kv_blocks_total)
-                                       : 0.0);
+  engine_metrics->Update(s->engine_->Stats());
   w.Send(200, http::MetricsRegistry::kContentType, s->metrics_.RenderText(), {});
+}
+
+void ApiServer::Impl::HandleResetPrefixCache(RecordingWriter& w) {
+  const engine::EngineStats before = s->engine_->Stats();
+  s->engine_->ResetPrefixCache();
+  const engine::EngineStats after = s->engine_->Stats();
+  LOG(INFO) << "prefix cache reset: " << before.prefix_cache_blocks << " cached blocks and "
+            << before.snapshots << " snapshots before, " << after.prefix_cache_blocks
+            << " blocks (held by running requests) and " << after.snapshots << " snapshots after";
+  SendJson(w, 200, {{"status", "ok"}});
 }
 
 // --- /v1/responses, /v1/messages, /v1/messages/count_tokens -------------------------------------
@@ -1279,6 +1328,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   std::string model_name;
   std::optional<bool> thinking_opt;
   std::string effort_name;
+  std::string cache_salt;
   if (!anthropic) {
     absl::StatusOr<ResponsesRequest> p = ParseResponsesRequest(hreq.body);
     if (!p.ok()) return fail(p.status());
@@ -1288,6 +1338,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     model_name = rreq->model;
     thinking_opt = rreq->thinking;
     effort_name = rreq->reasoning_effort;
+    cache_salt = rreq->cache_salt;
   } else {
     absl::StatusOr<MessagesRequest> p =
         ParseMessagesRequest(hreq.body, api == CodecApi::kCountTokens);
@@ -1298,6 +1349,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     model_name = mreq->model;
     thinking_opt = mreq->thinking;
     effort_name = mreq->reasoning_effort;
+    cache_salt = mreq->cache_salt;
   }
   if (absl::Status st = CheckModel(model_name); !st.ok()) return fail(st);
   if (!s->family_) return fail(absl::FailedPreconditionError(s->chat_unavailable_));
@@ -1346,7 +1398,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   const bool stream_mode = sampling->stream;
   const size_t prompt_len = ids->size();
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      Submit({id, *std::move(ids), *params});
+      Submit({id, *std::move(ids), *params, cache_salt});
   if (!stream.ok()) return fail(stream.status());
 
   protocol::OutputParserOptions parser_options;
@@ -1390,9 +1442,19 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
       return;
     }
   }
-  std::vector<OJson> start = anthropic ? menc->Start() : renc->Start();
-  if (anthropic) start.push_back(OJson{{"type", "ping"}});
-  if (!write_all(start)) {
+  // Anthropic's message_start carries the usage, whose cache_read_input_tokens is known with the
+  // engine's first output: it is sent then (the stream's headers went out above). Responses'
+  // response.created has no usage and goes out at once.
+  bool started = false;
+  auto start = [&] {
+    if (started) return true;
+    started = true;
+    if (anthropic) menc->SetCacheReadInputTokens(record.cached_tokens);
+    std::vector<OJson> events = anthropic ? menc->Start() : renc->Start();
+    if (anthropic) events.push_back(OJson{{"type", "ping"}});
+    return write_all(events);
+  };
+  if (!anthropic && !start()) {
     s->engine_->Abort(id);
     w.set_status(499);
     return Finish(record, 499);
@@ -1400,6 +1462,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
 
   auto on_output = [&](StepOutput& o) -> bool {
     record.Observe(o);
+    if (!start()) return false;
     if (done) return true;
     std::vector<protocol::OutputEvent> events = parser.Feed(o.token_ids);
     if (in_reasoning) {
@@ -1440,6 +1503,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     if (!stream_mode) {
       fail(st);
     } else if (anthropic) {
+      start();
       w.WriteChunk(absl::StrCat("event: error\ndata: ", AnthropicErrorJson(st), "\n\n"));
       w.EndStream();
       w.set_status(AnthropicErrorInfoFor(st.code()).http_status);
@@ -1456,6 +1520,8 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     return Finish(record, 499);
   }
   if (!engine_error.ok()) return fail_started(engine_error);
+  start();
+  if (anthropic) menc->SetCacheReadInputTokens(record.cached_tokens);
   const Usage usage = usage_so_far();
   std::vector<OJson> tail =
       anthropic ? menc->Complete(usage.completion_tokens) : renc->Complete(usage);

@@ -11,6 +11,15 @@
 //   GET  /health                200 {"status":"ok"}; 503 while shutting down
 //   GET  /metrics               Prometheus text (http/metrics.h)
 //   POST /v1/responses, /v1/messages, /v1/messages/count_tokens (api/*_codec.h)
+//   POST /reset_prefix_cache    vLLM's route: empties the engine's prefix cache
+//                               (Engine::ResetPrefixCache; blocks held by running requests stay
+//                               theirs), then 200 {"status":"ok"}
+// Every generation route takes vLLM's `cache_salt` (prefix-cache isolation between tenants) and
+// reports the prompt tokens served from the prefix cache in its usage (Chat / Completions:
+// prompt_tokens_details.cached_tokens and DeepSeek's prompt_cache_hit_tokens /
+// prompt_cache_miss_tokens; Responses: input_tokens_details.cached_tokens; Messages:
+// cache_read_input_tokens, with input_tokens the rest, Anthropic's accounting). With n > 1 the
+// request's hit is sample 0's.
 // GET routes also answer HEAD (headers only); every route answers OPTIONS with 204 and `Allow`,
 // and any other method with 405 and `Allow` (RFC 9110 §15.5.6). Errors on /v1/messages* use
 // Anthropic's shape {"type":"error","error":{"type","message"}}, all others OpenAI's.
@@ -25,7 +34,8 @@
 // templating, tokenization and detokenization there; it talks to the engine only through
 // Engine::Submit / Abort / Stats and the per-request RequestStream. A closed client connection
 // aborts the engine request at once (freeing its KV); one request's failure never affects others.
-// Every finished generation request logs one line (id, tokens, TTFT, TPOT, total, status).
+// Every finished generation request logs one line (id, prompt / cached / replayed / generated
+// tokens, TTFT, TPOT, total, status).
 #ifndef DEEPINFER_API_OPENAI_SERVER_H_
 #define DEEPINFER_API_OPENAI_SERVER_H_
 
@@ -48,7 +58,8 @@ namespace deepinfer::api {
 struct ApiServerOptions {
   // The model id clients must send ("" = any name is accepted) and /v1/models lists.
   std::string served_model_name = "deepinfer";
-  // When non-empty, /v1/*, /tokenize and /detokenize need "Authorization: Bearer <api_key>"
+  // When non-empty, /v1/*, /tokenize, /detokenize and /reset_prefix_cache need
+  // "Authorization: Bearer <api_key>"
   // (scheme case-insensitive, RFC 9110 §11.1) or "x-api-key: <api_key>" (Anthropic clients).
   std::string api_key;
   // Poll interval (ms) for client-disconnect checks while waiting for tokens.

@@ -360,6 +360,7 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
                                       &req.sampling.max_tokens));
   req.sampling.max_tokens_param = "max_output_tokens";
   RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &req.sampling.seed));
+  RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
   return req;
 }
 

@@ -85,6 +85,12 @@ void Counter::Inc(double v) {
   AtomicAdd(value_, v);
 }
 
+void Counter::SetTotal(double total) {
+  double cur = value_.load(std::memory_order_relaxed);
+  while (total > cur && !value_.compare_exchange_weak(cur, total, std::memory_order_relaxed)) {
+  }
+}
+
 void Gauge::Add(double v) { AtomicAdd(value_, v); }
 
 Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)) {

@@ -36,6 +36,10 @@ class Counter {
  public:
   // Adds `v` (>= 0; negative values are ignored: counters never go down).
   void Inc(double v = 1.0);
+  // Raises the value to `total` when that is larger (smaller values are ignored: counters never
+  // go down). For counts kept elsewhere as running totals, e.g. the engine's counters mirrored
+  // at each scrape.
+  void SetTotal(double total);
   double value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

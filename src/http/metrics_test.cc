@@ -36,6 +36,26 @@ TEST(MetricsTest, CounterIgnoresNegativeIncrements) {
   EXPECT_EQ(c.value(), 2);
 }
 
+TEST(MetricsTest, CounterSetTotalFollowsARunningTotalAndNeverGoesDown) {
+  Counter c;
+  c.SetTotal(10);
+  EXPECT_EQ(c.value(), 10);
+  c.SetTotal(7);  // an older snapshot: ignored
+  EXPECT_EQ(c.value(), 10);
+  c.Inc(2);
+  c.SetTotal(15);
+  EXPECT_EQ(c.value(), 15);
+}
+
+TEST(MetricsTest, ColonNamesRenderAsGiven) {
+  MetricsRegistry r;
+  r.GetCounter("vllm:prefix_cache_hits_total", "Hits.", {{"model_name", "demo"}})->SetTotal(256);
+  EXPECT_EQ(r.RenderText(),
+            "# HELP vllm:prefix_cache_hits_total Hits.\n"
+            "# TYPE vllm:prefix_cache_hits_total counter\n"
+            "vllm:prefix_cache_hits_total{model_name=\"demo\"} 256\n");
+}
+
 TEST(MetricsTest, HistogramBucketsAreCumulativeWithLeSemantics) {
   MetricsRegistry r;
   Histogram* h = r.GetHistogram("lat_seconds", "Latency.", {0.1, 1}, {{"ep", "x"}});

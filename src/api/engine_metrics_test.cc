@@ -1,0 +1,91 @@
+#include "api/engine_metrics.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace deepinfer::api {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+engine::EngineStats Stats() {
+  engine::EngineStats st;
+  st.num_running = 2;
+  st.num_waiting = 1;
+  st.kv_blocks_used = 30;
+  st.kv_blocks_total = 120;
+  st.prefix_cache_query_tokens = 1000;
+  st.prefix_cache_hit_tokens = 640;
+  st.prefix_cache_replayed_tokens = 256;
+  st.prefix_cache_replays = 2;
+  st.prefix_cache_evicted_blocks = 3;
+  st.prefix_cache_blocks = 17;
+  st.snapshots = 4;
+  st.snapshot_bytes = 123456789;
+  st.snapshot_evictions = 5;
+  return st;
+}
+
+// Every line written by hand from the field values above and the exposition format.
+TEST(EngineMetricsTest, PrefixCacheStatsRenderUnderOurNamesAndVllms) {
+  http::MetricsRegistry r;
+  EngineMetrics m(&r, "demo");
+  m.Update(Stats());
+  const std::string text = r.RenderText();
+  for (const char* line : {
+           "# TYPE deepinfer_prefix_cache_queries_total counter\n",
+           "deepinfer_prefix_cache_queries_total 1000\n",
+           "# TYPE deepinfer_prefix_cache_hits_total counter\n",
+           "deepinfer_prefix_cache_hits_total 640\n",
+           "# TYPE deepinfer_prefix_cache_replays_total counter\n",
+           "deepinfer_prefix_cache_replays_total 2\n",
+           "deepinfer_prefix_cache_replayed_tokens_total 256\n",
+           "# TYPE deepinfer_prefix_cache_evicted_blocks_total counter\n",
+           "deepinfer_prefix_cache_evicted_blocks_total 3\n",
+           "# TYPE deepinfer_prefix_cache_blocks gauge\n",
+           "deepinfer_prefix_cache_blocks 17\n",
+           "# TYPE deepinfer_prefix_cache_snapshots gauge\n",
+           "deepinfer_prefix_cache_snapshots 4\n",
+           "# TYPE deepinfer_prefix_cache_snapshot_bytes gauge\n",
+           "deepinfer_prefix_cache_snapshot_bytes 123456789\n",
+           "# TYPE deepinfer_prefix_cache_snapshot_evictions_total counter\n",
+           "deepinfer_prefix_cache_snapshot_evictions_total 5\n",
+           "# TYPE vllm:prefix_cache_queries_total counter\n",
+           "vllm:prefix_cache_queries_total{model_name=\"demo\"} 1000\n",
+           "# TYPE vllm:prefix_cache_hits_total counter\n",
+           "vllm:prefix_cache_hits_total{model_name=\"demo\"} 640\n",
+           "deepinfer_num_requests_running 2\n",
+           "deepinfer_num_requests_waiting 1\n",
+           "deepinfer_kv_blocks_used 30\n",
+           "deepinfer_kv_blocks_total 120\n",
+           "deepinfer_kv_cache_usage_ratio 0.25\n",
+       }) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+}
+
+// Gauges follow the latest snapshot both ways; counters mirror the engine's running totals.
+TEST(EngineMetricsTest, GaugesFollowSnapshotsCountersKeepTotals) {
+  http::MetricsRegistry r;
+  EngineMetrics m(&r, "m");
+  m.Update(Stats());
+  engine::EngineStats later = Stats();
+  later.prefix_cache_query_tokens = 1300;
+  later.prefix_cache_hit_tokens = 768;
+  later.prefix_cache_blocks = 0;  // after POST /reset_prefix_cache
+  later.snapshots = 0;
+  later.snapshot_bytes = 0;
+  m.Update(later);
+  const std::string text = r.RenderText();
+  EXPECT_THAT(text, HasSubstr("deepinfer_prefix_cache_queries_total 1300\n"));
+  EXPECT_THAT(text, HasSubstr("vllm:prefix_cache_hits_total{model_name=\"m\"} 768\n"));
+  EXPECT_THAT(text, HasSubstr("deepinfer_prefix_cache_blocks 0\n"));
+  EXPECT_THAT(text, HasSubstr("deepinfer_prefix_cache_snapshot_bytes 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("deepinfer_prefix_cache_blocks 17\n")));
+}
+
+}  // namespace
+}  // namespace deepinfer::api

@@ -1,0 +1,38 @@
+// Engine options shared by the commands that build an engine::EngineConfig from flags
+// (`deepinfer serve`, `deepinfer bench`): byte sizes and the prefix-cache flags.
+//
+//   FlagSet flags("serve");
+//   AddPrefixCacheFlags(flags);
+//   ...parse...
+//   RETURN_IF_ERROR(ApplyPrefixCacheFlags(flags, &engine_config));
+#ifndef DEEPINFER_TOOLS_ENGINE_FLAGS_H_
+#define DEEPINFER_TOOLS_ENGINE_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+#include "tools/cli_flags.h"
+
+namespace deepinfer::cli {
+
+// "1073741824", "512M", "2G", "1.5GiB" -> bytes (K/M/G with optional B / iB are powers of 1024).
+// `allow_zero`: "0" (any suffix) is accepted and means 0. Errors: InvalidArgument naming
+// `--<flag>` and the bad text.
+absl::StatusOr<int64_t> ParseByteSize(const std::string& flag, const std::string& text,
+                                      bool allow_zero = false);
+
+// Declares --prefix-caching (default on; --no-prefix-caching turns it off),
+// --prefix-cache-mode replay|exact and --snapshot-memory SIZE (default 1G; 0 = no snapshots).
+void AddPrefixCacheFlags(FlagSet& flags);
+
+// Sets EngineConfig::enable_prefix_caching, prefix_cache_mode and snapshot_memory_bytes from the
+// flags AddPrefixCacheFlags declared. Errors: InvalidArgument naming the flag
+// ("--prefix-cache-mode: 'fast' is not one of replay, exact").
+absl::Status ApplyPrefixCacheFlags(const FlagSet& flags, engine::EngineConfig* config);
+
+}  // namespace deepinfer::cli
+
+#endif  // DEEPINFER_TOOLS_ENGINE_FLAGS_H_

@@ -1,0 +1,72 @@
+#include "tools/engine_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace deepinfer::cli {
+namespace {
+
+using ::deepinfer::testing::StatusIs;
+using ::testing::HasSubstr;
+using Mode = engine::EngineConfig::PrefixCacheMode;
+
+absl::StatusOr<engine::EngineConfig> Apply(std::vector<std::string> args) {
+  FlagSet flags("serve");
+  AddPrefixCacheFlags(flags);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  RETURN_IF_ERROR(flags.Parse(static_cast<int>(argv.size()), argv.data()));
+  engine::EngineConfig config;
+  RETURN_IF_ERROR(ApplyPrefixCacheFlags(flags, &config));
+  return config;
+}
+
+TEST(EngineFlagsTest, DefaultsArePrefixCachingOnReplayAndOneGiBOfSnapshots) {
+  ASSERT_OK_AND_ASSIGN(engine::EngineConfig c, Apply({}));
+  EXPECT_TRUE(c.enable_prefix_caching);
+  EXPECT_EQ(c.prefix_cache_mode, Mode::kReplay);
+  EXPECT_EQ(c.snapshot_memory_bytes, int64_t{1} << 30);
+}
+
+TEST(EngineFlagsTest, EveryFlagReachesTheConfig) {
+  ASSERT_OK_AND_ASSIGN(engine::EngineConfig c, Apply({"--no-prefix-caching", "--prefix-cache-mode",
+                                                      "exact", "--snapshot-memory=512M"}));
+  EXPECT_FALSE(c.enable_prefix_caching);
+  EXPECT_EQ(c.prefix_cache_mode, Mode::kExact);
+  EXPECT_EQ(c.snapshot_memory_bytes, int64_t{512} << 20);
+  ASSERT_OK_AND_ASSIGN(c, Apply({"--prefix-cache-mode=replay", "--snapshot-memory", "0"}));
+  EXPECT_EQ(c.prefix_cache_mode, Mode::kReplay);
+  EXPECT_EQ(c.snapshot_memory_bytes, 0);  // no snapshots
+}
+
+TEST(EngineFlagsTest, BadValuesAreErrorsNamingTheFlag) {
+  EXPECT_THAT(Apply({"--prefix-cache-mode", "fast"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--prefix-cache-mode: 'fast' is not one of replay, exact")));
+  EXPECT_THAT(Apply({"--snapshot-memory", "lots"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--snapshot-memory")));
+  EXPECT_THAT(Apply({"--snapshot-memory", "-1G"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--snapshot-memory")));
+}
+
+TEST(EngineFlagsTest, ByteSizes) {
+  EXPECT_EQ(*ParseByteSize("f", "1073741824"), int64_t{1} << 30);
+  EXPECT_EQ(*ParseByteSize("f", "2G"), int64_t{2} << 30);
+  EXPECT_EQ(*ParseByteSize("f", "1.5GiB"), int64_t{3} << 29);
+  EXPECT_EQ(*ParseByteSize("f", "64kb"), 65536);
+  EXPECT_EQ(*ParseByteSize("f", "0", /*allow_zero=*/true), 0);
+  EXPECT_THAT(ParseByteSize("kv-cache-memory", "0"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--kv-cache-memory: '0' is not a positive size")));
+  EXPECT_THAT(ParseByteSize("f", "3T"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseByteSize("f", "1e30G"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseByteSize("f", "nanG"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace deepinfer::cli
