@@ -138,7 +138,11 @@ describe('messages on the demo preset', { skip }, () => {
     // Batch-invariant kernels: a request's result does not depend on what it is batched with,
     // so the compared requests can run concurrently (and the suite stays fast).
     process.env.DEEPINFER_BATCH_INVARIANT = '1';
-    server = await startServer(dir, ['--served-model-name', 'demo', '--api-key', 'k']);
+    // Exact prefix caching: a request that hits earlier requests' blocks gets the output it would
+    // get uncached (a replayed hit is an approximation, README "Prefix caching"), so compared
+    // requests agree whichever of them hits.
+    server = await startServer(dir, ['--served-model-name', 'demo', '--api-key', 'k',
+                                     '--prefix-cache-mode', 'exact']);
     client = new Anthropic({ baseURL: server.url, apiKey: 'k', maxRetries: 0 });
   });
   after(async () => { await server?.stop(); });

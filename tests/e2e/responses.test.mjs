@@ -125,7 +125,10 @@ describe('responses on the demo preset', { skip }, () => {
     // Batch-invariant kernels: a request's result does not depend on what it is batched with,
     // so the compared requests can run concurrently (and the suite stays fast).
     process.env.DEEPINFER_BATCH_INVARIANT = '1';
-    server = await startServer(dir, ['--served-model-name', 'demo']);
+    // Exact prefix caching: a request that hits earlier requests' blocks gets the output it would
+    // get uncached (a replayed hit is an approximation, README "Prefix caching"), so compared
+    // requests agree whichever of them hits.
+    server = await startServer(dir, ['--served-model-name', 'demo', '--prefix-cache-mode', 'exact']);
     client = new OpenAI({ baseURL: server.baseURL, apiKey: 'unused', maxRetries: 0 });
   });
   after(async () => { await server?.stop(); });
