@@ -568,6 +568,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
         block_bytes, "-byte block are needed"));
   }
   ASSIGN_OR_RETURN(auto blocks, kv::BlockPool::Create(num_blocks, block_bytes));
+  blocks->set_observer(config.prefix_index_observer);
   ASSIGN_OR_RETURN(auto slots, kv::StateCache::Create(config.max_num_seqs, state_bytes));
   auto impl = std::make_unique<Impl>(std::move(model), config, std::move(blocks), std::move(slots));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));

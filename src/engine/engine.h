@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "engine/request.h"
 #include "engine/sampling_params.h"
+#include "kv/block_pool.h"
 #include "model/model.h"
 
 namespace deepinfer::engine {
@@ -48,6 +49,10 @@ struct EngineConfig {
   // Host-memory budget for SWA state snapshots (bytes, LRU). 0 = no snapshots (every DeepSeek
   // hit then replays, or misses in exact mode).
   int64_t snapshot_memory_bytes = int64_t{1} << 30;
+  // Receives every block the prefix index stores or removes (KV events for prefix-aware
+  // routers, e.g. stage 3's entrypoint or llm-d). Called on the engine thread; must not block.
+  // Not owned; outlives the engine. nullptr = none.
+  kv::PrefixIndexObserver* prefix_index_observer = nullptr;
 };
 
 // A snapshot of engine counters.

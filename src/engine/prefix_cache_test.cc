@@ -288,6 +288,37 @@ TEST_P(PrefixCacheTest, RandomisedSharedPrefixStressUnderEviction) {
   ExpectAllReturned(engine);
 }
 
+// The KV-event seam: the observer sees each stored block once, with its chain, and each removal.
+class CountingObserver : public kv::PrefixIndexObserver {
+ public:
+  void OnBlockStored(const kv::BlockKey& key, const kv::BlockKey& parent, bool) override {
+    stored.push_back({key, parent});
+  }
+  void OnBlockRemoved(const kv::BlockKey& key) override { removed.push_back(key); }
+  std::vector<std::pair<kv::BlockKey, kv::BlockKey>> stored;
+  std::vector<kv::BlockKey> removed;
+};
+
+TEST_P(PrefixCacheTest, ObserverSeesStoredAndRemovedBlocks) {
+  FakeModelOptions mo;
+  mo.eos_period = 0;
+  CountingObserver obs;
+  EngineConfig config = Config(GetParam());
+  config.prefix_index_observer = &obs;
+  auto llm = MakeLLM(mo, config);
+  const std::vector<int32_t> p = MakePrompts(1, 300, 300, 14)[0];
+  ASSERT_OK_AND_ASSIGN(auto out, llm->Generate({p}, Greedy(1)));
+  const std::vector<kv::BlockKey> keys = kv::ComputeBlockKeyChain(0, 0xFA4E, p);
+  ASSERT_EQ(obs.stored.size(), 2u);  // two complete blocks of the 300-token prompt
+  EXPECT_EQ(obs.stored[0].first, keys[0]);
+  EXPECT_EQ(obs.stored[0].second, kv::kRootBlockKey);
+  EXPECT_EQ(obs.stored[1].first, keys[1]);
+  EXPECT_EQ(obs.stored[1].second, keys[0]);
+  llm->engine().ResetPrefixCache();
+  EXPECT_EQ(obs.removed.size(), 2u);
+  ExpectAllReturned(llm->engine());
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, PrefixCacheTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Async" : "Sync"; });
 
