@@ -2,16 +2,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -72,21 +73,21 @@ class Engine::Impl {
   absl::StatusOr<std::shared_ptr<RequestStream>> Submit(GenerateRequest request);
   void Abort(const std::string& request_id) {
     {
-      std::lock_guard<std::mutex> lock(in_mu_);
+      absl::MutexLock lock(&in_mu_);
       aborts_.push_back(request_id);
     }
-    in_cv_.notify_all();
+    in_cv_.SignalAll();
   }
   EngineStats Stats() const {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    absl::MutexLock lock(&stats_mu_);
     return stats_;
   }
   void Shutdown(int64_t timeout_ns);
   void ResetPrefixCache() {
-    std::unique_lock<std::mutex> lock(in_mu_);
+    absl::MutexLock lock(&in_mu_);
     const int64_t ticket = ++reset_requested_;
-    in_cv_.notify_all();
-    reset_cv_.wait(lock, [&] { return reset_done_ >= ticket || engine_exited_; });
+    in_cv_.SignalAll();
+    while (reset_done_ < ticket && !engine_exited_) reset_cv_.Wait(&in_mu_);
   }
 
   const model::ModelInfo& info() const { return model_->info(); }
@@ -126,19 +127,19 @@ class Engine::Impl {
   uint64_t seed_base_ = 0;
 
   // Submission side (any thread).
-  std::mutex in_mu_;
-  std::condition_variable in_cv_;
-  std::deque<Pending> submissions_;           // guarded by in_mu_
-  std::vector<std::string> aborts_;           // guarded by in_mu_
-  std::unordered_set<std::string> live_ids_;  // guarded by in_mu_
-  int64_t next_request_number_ = 0;           // guarded by in_mu_
-  bool accepting_ = true;                     // guarded by in_mu_
-  bool stop_ = false;                         // guarded by in_mu_
-  std::condition_variable idle_cv_;           // signalled when live_ids_ empties
-  int64_t reset_requested_ = 0;               // guarded by in_mu_
-  int64_t reset_done_ = 0;                    // guarded by in_mu_
-  bool engine_exited_ = false;                // guarded by in_mu_
-  std::condition_variable reset_cv_;          // signalled when reset_done_ advances
+  absl::Mutex in_mu_;
+  absl::CondVar in_cv_;
+  std::deque<Pending> submissions_ ABSL_GUARDED_BY(in_mu_);
+  std::vector<std::string> aborts_ ABSL_GUARDED_BY(in_mu_);
+  std::unordered_set<std::string> live_ids_ ABSL_GUARDED_BY(in_mu_);
+  int64_t next_request_number_ ABSL_GUARDED_BY(in_mu_) = 0;
+  bool accepting_ ABSL_GUARDED_BY(in_mu_) = true;
+  bool stop_ ABSL_GUARDED_BY(in_mu_) = false;
+  absl::CondVar idle_cv_;  // signalled when live_ids_ empties
+  int64_t reset_requested_ ABSL_GUARDED_BY(in_mu_) = 0;
+  int64_t reset_done_ ABSL_GUARDED_BY(in_mu_) = 0;
+  bool engine_exited_ ABSL_GUARDED_BY(in_mu_) = false;
+  absl::CondVar reset_cv_;  // signalled when reset_done_ advances
 
   // Engine thread only.
   std::unordered_map<std::string, RequestState> requests_;
@@ -152,14 +153,14 @@ class Engine::Impl {
   EngineStats local_stats_;
 
   // Async runner hand-off.
-  std::mutex run_mu_;
-  std::condition_variable run_cv_;
-  std::deque<StepPlan> plans_;      // guarded by run_mu_
-  std::deque<StepResult> results_;  // guarded by run_mu_
-  bool runner_stop_ = false;        // guarded by run_mu_
+  absl::Mutex run_mu_;
+  absl::CondVar run_cv_;
+  std::deque<StepPlan> plans_ ABSL_GUARDED_BY(run_mu_);
+  std::deque<StepResult> results_ ABSL_GUARDED_BY(run_mu_);
+  bool runner_stop_ ABSL_GUARDED_BY(run_mu_) = false;
 
-  mutable std::mutex stats_mu_;
-  EngineStats stats_;  // guarded by stats_mu_
+  mutable absl::Mutex stats_mu_;
+  EngineStats stats_ ABSL_GUARDED_BY(stats_mu_);
 
   std::thread runner_thread_;
   std::thread engine_thread_;
@@ -218,7 +219,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Impl::Submit(GenerateRequ
   if (!info->params.ignore_eos) info->eos_token_ids = mi.eos_token_ids;
   std::shared_ptr<RequestStream> stream;
   {
-    std::lock_guard<std::mutex> lock(in_mu_);
+    absl::MutexLock lock(&in_mu_);
     if (!accepting_) return absl::FailedPreconditionError("the engine is shutting down");
     if (request.request_id.empty()) {
       request.request_id = absl::StrCat("req-", next_request_number_);
@@ -240,29 +241,30 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Impl::Submit(GenerateRequ
     stream = std::make_shared<RequestStream>(info->request_id, info->params.n);
     submissions_.push_back(Pending{info, stream});
   }
-  in_cv_.notify_all();
+  in_cv_.SignalAll();
   return stream;
 }
 
 void Engine::Impl::Shutdown(int64_t timeout_ns) {
   std::call_once(shutdown_once_, [&] {
     {
-      std::unique_lock<std::mutex> lock(in_mu_);
+      absl::MutexLock lock(&in_mu_);
       accepting_ = false;
       if (timeout_ns > 0) {
-        idle_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns),
-                          [this] { return live_ids_.empty(); });
+        const absl::Time deadline = absl::Now() + absl::Nanoseconds(timeout_ns);
+        while (!live_ids_.empty() && !idle_cv_.WaitWithDeadline(&in_mu_, deadline)) {
+        }
       }
       stop_ = true;
     }
-    in_cv_.notify_all();
+    in_cv_.SignalAll();
     engine_thread_.join();
     if (runner_thread_.joinable()) {
       {
-        std::lock_guard<std::mutex> lock(run_mu_);
+        absl::MutexLock lock(&run_mu_);
         runner_stop_ = true;
       }
-      run_cv_.notify_all();
+      run_cv_.SignalAll();
       runner_thread_.join();
     }
   });
@@ -274,7 +276,7 @@ bool Engine::Impl::TakeInputs() {
   bool stop;
   int64_t reset = 0;
   {
-    std::lock_guard<std::mutex> lock(in_mu_);
+    absl::MutexLock lock(&in_mu_);
     subs.swap(submissions_);
     aborts.swap(aborts_);
     stop = stop_;
@@ -285,10 +287,10 @@ bool Engine::Impl::TakeInputs() {
     UpdateStats();  // the caller sees the emptied cache in Stats()
     reset_done_seen_ = reset;
     {
-      std::lock_guard<std::mutex> lock(in_mu_);
+      absl::MutexLock lock(&in_mu_);
       reset_done_ = reset;
     }
-    reset_cv_.notify_all();
+    reset_cv_.SignalAll();
   }
   for (Pending& p : subs) {
     RequestState& rs = requests_[p.info->request_id];
@@ -344,9 +346,9 @@ void Engine::Impl::FinishSeq(Sequence* seq, FinishReason reason, absl::Status er
     const std::string id = rs.info->request_id;
     requests_.erase(it);
     ++local_stats_.num_finished_requests;
-    std::lock_guard<std::mutex> lock(in_mu_);
+    absl::MutexLock lock(&in_mu_);
     live_ids_.erase(id);
-    if (live_ids_.empty()) idle_cv_.notify_all();
+    if (live_ids_.empty()) idle_cv_.SignalAll();
   }
 }
 
@@ -432,10 +434,10 @@ void Engine::Impl::Launch(StepPlan plan) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(run_mu_);
+    absl::MutexLock lock(&run_mu_);
     plans_.push_back(std::move(plan));
   }
-  run_cv_.notify_all();
+  run_cv_.SignalAll();
 }
 
 StepResult Engine::Impl::WaitResult() {
@@ -446,8 +448,8 @@ StepResult Engine::Impl::WaitResult() {
     sync_results_.pop_front();
     return r;
   }
-  std::unique_lock<std::mutex> lock(run_mu_);
-  run_cv_.wait(lock, [this] { return !results_.empty(); });
+  absl::MutexLock lock(&run_mu_);
+  while (results_.empty()) run_cv_.Wait(&run_mu_);
   StepResult r = std::move(results_.front());
   results_.pop_front();
   return r;
@@ -457,18 +459,18 @@ void Engine::Impl::RunnerLoop() {
   while (true) {
     StepPlan plan;
     {
-      std::unique_lock<std::mutex> lock(run_mu_);
-      run_cv_.wait(lock, [this] { return runner_stop_ || !plans_.empty(); });
+      absl::MutexLock lock(&run_mu_);
+      while (!runner_stop_ && plans_.empty()) run_cv_.Wait(&run_mu_);
       if (plans_.empty()) return;
       plan = std::move(plans_.front());
       plans_.pop_front();
     }
     StepResult result = runner_.Execute(plan);
     {
-      std::lock_guard<std::mutex> lock(run_mu_);
+      absl::MutexLock lock(&run_mu_);
       results_.push_back(std::move(result));
     }
-    run_cv_.notify_all();
+    run_cv_.SignalAll();
   }
 }
 
@@ -491,7 +493,7 @@ void Engine::Impl::UpdateStats() {
   s.snapshots = snapshots_.size();
   s.snapshot_bytes = snapshots_.bytes();
   s.snapshot_evictions = snapshots_.num_evicted();
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  absl::MutexLock lock(&stats_mu_);
   stats_ = s;
 }
 
@@ -505,10 +507,10 @@ void Engine::Impl::Loop() {
       while (!in_flight_.empty()) PostProcess(WaitResult());
       UpdateStats();
       {
-        std::lock_guard<std::mutex> lock(in_mu_);
+        absl::MutexLock lock(&in_mu_);
         engine_exited_ = true;
       }
-      reset_cv_.notify_all();
+      reset_cv_.SignalAll();
       return;
     }
     StepPlan plan = scheduler_.Schedule();
@@ -523,15 +525,17 @@ void Engine::Impl::Loop() {
     }
     UpdateStats();
     if (in_flight_.empty() && !has_items) {
-      std::unique_lock<std::mutex> lock(in_mu_);
-      auto ready = [this] {
+      absl::MutexLock lock(&in_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(in_mu_) {
         return stop_ || !submissions_.empty() || !aborts_.empty() ||
                reset_requested_ > reset_done_;
       };
       if (seqs_.empty()) {
-        in_cv_.wait(lock, ready);
+        while (!ready()) in_cv_.Wait(&in_mu_);
       } else {
-        in_cv_.wait_for(lock, std::chrono::milliseconds(1), ready);
+        const absl::Time deadline = absl::Now() + absl::Milliseconds(1);
+        while (!ready() && !in_cv_.WaitWithDeadline(&in_mu_, deadline)) {
+        }
       }
     }
   }

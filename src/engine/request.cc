@@ -1,5 +1,6 @@
 #include "engine/request.h"
 
+#include "absl/time/time.h"
 #include "common/check.h"
 
 namespace deepinfer::engine {
@@ -19,8 +20,10 @@ std::string_view FinishReasonName(FinishReason reason) {
 }
 
 std::optional<StepOutput> RequestStream::Next(std::chrono::nanoseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [this] { return !queue_.empty() || open_samples_ == 0; });
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+  while (queue_.empty() && open_samples_ != 0 && !cv_.WaitWithDeadline(&mu_, deadline)) {
+  }
   if (queue_.empty()) return std::nullopt;
   StepOutput out = std::move(queue_.front());
   queue_.pop_front();
@@ -28,8 +31,8 @@ std::optional<StepOutput> RequestStream::Next(std::chrono::nanoseconds timeout) 
 }
 
 std::optional<StepOutput> RequestStream::Next() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return !queue_.empty() || open_samples_ == 0; });
+  absl::MutexLock lock(&mu_);
+  while (queue_.empty() && open_samples_ != 0) cv_.Wait(&mu_);
   if (queue_.empty()) return std::nullopt;
   StepOutput out = std::move(queue_.front());
   queue_.pop_front();
@@ -37,7 +40,7 @@ std::optional<StepOutput> RequestStream::Next() {
 }
 
 std::vector<StepOutput> RequestStream::Drain() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<StepOutput> out(std::make_move_iterator(queue_.begin()),
                               std::make_move_iterator(queue_.end()));
   queue_.clear();
@@ -45,18 +48,18 @@ std::vector<StepOutput> RequestStream::Drain() {
 }
 
 bool RequestStream::finished() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return open_samples_ == 0;
 }
 
 void RequestStream::Push(StepOutput output) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     CHECK(open_samples_ > 0) << "push to finished stream " << request_id_;
     if (output.finish.has_value()) --open_samples_;
     queue_.push_back(std::move(output));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace deepinfer::engine

@@ -5,18 +5,19 @@
 #define DEEPINFER_ENGINE_REQUEST_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/sampling_params.h"
+#include "kv/block_record.h"
 
 namespace deepinfer::engine {
 
@@ -30,6 +31,9 @@ struct GenerateRequest {
   // so requests with different salts never share cached KV. "" = no salt (shared with every
   // other unsalted request).
   std::string cache_salt;
+  // Traffic class of the request ("traffic_class" / X-Traffic-Class): selects the KV store's
+  // TTL for the blocks it writes (3 d agent, 7 d chat by default).
+  kv::TrafficClass traffic_class = kv::TrafficClass::kChat;
 };
 
 // Why a sample stopped.
@@ -78,6 +82,10 @@ struct StepOutput {
   int replayed_tokens = 0;
   // True when this sample's KV descends from a replayed (approximate) window state.
   bool approximate = false;
+  // Of cached_tokens: tokens whose blocks came from the host tier (L1) and from the KV store
+  // (L2, fetched through L1); the rest were in the engine's block pool (L0).
+  int cached_host_tokens = 0;
+  int cached_store_tokens = 0;
   int output_tokens = 0;  // this sample's generated tokens so far
 };
 
@@ -104,10 +112,10 @@ class RequestStream {
 
  private:
   const std::string request_id_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<StepOutput> queue_;  // guarded by mu_
-  int open_samples_;              // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<StepOutput> queue_ ABSL_GUARDED_BY(mu_);
+  int open_samples_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace deepinfer::engine
