@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "model/deepseek_v4.h"
+#include "model/deepseek_v41.h"
 #include "model/hf_config.h"
 #include "model/llama.h"
 #include "model/model.h"
@@ -25,6 +26,7 @@ struct Architecture {
 const Architecture kArchitectures[] = {
     {"LlamaForCausalLM", LoadLlama},
     {"DeepseekV4ForCausalLM", LoadDeepseekV4},
+    {"DeepseekV41ForCausalLM", LoadDeepseekV41},
 };
 
 std::string SupportedList() {

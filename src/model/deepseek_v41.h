@@ -1,0 +1,110 @@
+// DeepseekV41ForCausalLM (DeepSeek-V4.1-Flash): the forward pass of shared/spec/deepseek-v41.md
+// §4 behind the engine's CausalLM interface — Engram (§4.2), single-pass mHC (§4.3), attention
+// with MXFP8 windows (§4.4), CSA2 with KV-source / Reindex / Reuse roles and candidate blocks
+// (§4.5), the sqrt-softplus router with `gate.bias_vl` for image tokens (§4.6, §4.7) — with the
+// per-sequence state and paged caches of deepseek_v41_kv_layout.h (§6-7).
+//
+// Image positions (text path, no vision tower yet): positions flagged in the image mask of
+// ForwardWithImages (their token must be image_token_id) are image positions: embedding
+// embed[image_token_id] (a vision tower would replace it), Engram DEAD (chains stop, gate 0),
+// router selection bias gate.bias_vl. Plain Forward has no image positions: an image_token_id
+// in text is an ordinary token (as the official code treats ids without vision features).
+//
+// Numerics: activations are FP32 arrays rounded to BF16 where the official code casts (tier A of
+// shared/golden/dsv41-tiny-a/README.md); LoadOptions::fp32_activations skips every BF16 rounding
+// and keeps the FP8/FP4/NVFP4/MXFP simulations (tier B). Cache rows are the compact formats of
+// deepseek_v41_formats.h in both tiers (lossless: cached values are quantiser outputs).
+//
+// Chunks of one batch run one after another through the whole stack; each chunk's arithmetic
+// only depends on its own tokens and caches, so logits are bitwise batch-invariant.
+#ifndef DEEPINFER_MODEL_DEEPSEEK_V41_H_
+#define DEEPINFER_MODEL_DEEPSEEK_V41_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/checkpoint.h"
+#include "model/deepseek_v4.h"
+#include "model/deepseek_v41_config.h"
+#include "model/deepseek_v41_engram.h"
+#include "model/deepseek_v41_kv_layout.h"
+#include "model/deepseek_v41_weights.h"
+#include "model/model.h"
+
+namespace deepinfer::model {
+
+// Loads a DeepSeek-V4.1 checkpoint directory (nested config.json + safetensors, official names).
+absl::StatusOr<std::unique_ptr<CausalLM>> LoadDeepseekV41(const std::string& dir,
+                                                          const LoadOptions& options);
+
+namespace dsv41 {
+
+// Same observer as V4 (names follow shared/golden/dsv41-tiny-a/trace_040.safetensors; integer
+// stages: "….attn.indexer.selected" [T, index_topk] ascending -1 padded, "….attn.candidates"
+// [T, rows] 0/1, "….ffn.experts" [T, k], "….engram.hash_ids" [T, columns]).
+using dsv4::Tracer;
+
+// Per-block values at the last position of a chunk (golden "debug" fields).
+struct BlockDebug41 {
+  std::vector<float> stream_rms;
+  std::vector<float> stream0_first8;
+  std::vector<int32_t> experts;        // router order
+  std::vector<float> expert_weights;   // x routed_scaling_factor
+  std::vector<int32_t> selected_rows;  // compressed rows attended, ascending
+  std::vector<int32_t> candidate_positions;  // mask under which the selection was made
+  std::vector<int64_t> engram_hash_ids;
+  std::vector<float> engram_gate;
+};
+
+class DeepseekV41Model final : public CausalLM {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeepseekV41Model>> Create(
+      Config config, std::unique_ptr<Checkpoint> ckpt, EngramHasher hasher,
+      const LoadOptions& options);
+  ~DeepseekV41Model() override;
+
+  const ModelInfo& info() const override { return info_; }
+  const KvLayout& kv_layout() const override { return layout_; }
+  const Config& config() const { return cfg_; }
+  const KvIndices& kv_indices() const { return kv_idx_; }
+
+  // model.h. Errors (InvalidArgument, checked for every chunk before anything is written):
+  // empty chunk, token outside the vocabulary, positions beyond max_position_embeddings, bad or
+  // shared state slot, block table too short / out of range, bad replay range.
+  absl::Status Forward(const ForwardBatch& batch, const KvCacheView& kv,
+                       ForwardOutput* out) override;
+  // Forward with image positions: image_masks is empty or has one entry per chunk, each empty
+  // (no image positions) or one 0/1 flag per token. InvalidArgument when a flagged token is not
+  // image_token_id or a mask has the wrong length.
+  absl::Status ForwardWithImages(const ForwardBatch& batch,
+                                 std::span<const std::vector<uint8_t>> image_masks,
+                                 const KvCacheView& kv, ForwardOutput* out);
+
+  // Test hooks (not thread-safe); observe one-chunk forwards only.
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  void set_debug(std::vector<BlockDebug41>* debug) { debug_ = debug; }
+
+ private:
+  struct Impl;
+  DeepseekV41Model() = default;
+  absl::Status ValidateChunk(const SequenceChunk& chunk, const KvCacheView& kv) const;
+
+  Config cfg_;
+  std::unique_ptr<Checkpoint> ckpt_;
+  std::unique_ptr<Weights41> w_;
+  ModelInfo info_;
+  KvLayout layout_;
+  KvIndices kv_idx_;
+  Tracer* tracer_ = nullptr;
+  std::vector<BlockDebug41>* debug_ = nullptr;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dsv41
+}  // namespace deepinfer::model
+
+#endif  // DEEPINFER_MODEL_DEEPSEEK_V41_H_

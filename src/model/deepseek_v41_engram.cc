@@ -1,0 +1,161 @@
+#include "model/deepseek_v41_engram.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "nlohmann/json.hpp"
+
+namespace deepinfer::model::dsv41 {
+namespace {
+
+using Json = nlohmann::json;
+
+bool IsPrime(int64_t n) {
+  if (n < 2) return false;
+  for (int64_t d = 2; d * d <= n; ++d) {
+    if (n % d == 0) return false;
+  }
+  return true;
+}
+
+// Multipliers of the released configuration (spec §4.2 table, numpy 1.24.2 PCG64 stream of
+// default_rng(10007 * layer_id), compressed vocab 99092).
+struct BuiltinMultipliers {
+  int64_t compressed_vocab;
+  int64_t layer_id;
+  int64_t m[4];
+};
+constexpr BuiltinMultipliers kReleaseMultipliers[] = {
+    {99092, 1, {76632096046245, 4839876093313, 35959672319349, 73987337458391}},
+    {99092, 14, {67716810739261, 51510806800915, 30921347202721, 82619226485591}},
+};
+
+}  // namespace
+
+int EngramHasher::LayerIndex(int64_t layer_id) const {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i].layer_id == layer_id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::StatusOr<EngramHasher> EngramHasher::Load(const Config& c, const std::string& dir) {
+  EngramHasher h;
+  h.max_ngram_ = c.engram_max_ngram;
+  h.n_heads_ = c.engram_n_heads;
+  if (c.engram_layer_ids.empty()) return h;
+  // Primes and offsets from the config.
+  int64_t next = c.engram_vocab_size - 1;
+  for (size_t li = 0; li < c.engram_layer_ids.size(); ++li) {
+    EngramLayerHash L;
+    L.layer_id = c.engram_layer_ids[li];
+    int64_t sum = 0;
+    for (int64_t i = 0; i < (c.engram_max_ngram - 1) * c.engram_n_heads; ++i) {
+      do {
+        ++next;
+      } while (!IsPrime(next));
+      L.primes.push_back(next);
+      L.offsets.push_back(sum);
+      sum += next;
+    }
+    if (sum != c.engram_num_embeddings[li]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          c.source, ": engram_num_embeddings[", li, "] = ", c.engram_num_embeddings[li],
+          " but the derived prime buckets of layer ", L.layer_id, " sum to ", sum));
+    }
+    h.layers_.push_back(std::move(L));
+  }
+  const std::string path = dir + "/engram_tables.json";
+  if (std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Json j;
+    try {
+      j = Json::parse(ss.str());
+      h.token_map_ = j.at("token_map").get<std::vector<int32_t>>();
+      const auto mults = j.at("multipliers").get<std::vector<std::vector<int64_t>>>();
+      const auto ids = j.at("layer_ids").get<std::vector<int64_t>>();
+      const auto primes = j.at("primes").get<std::vector<std::vector<std::vector<int64_t>>>>();
+      if (ids.size() != h.layers_.size() || mults.size() != ids.size() ||
+          primes.size() != ids.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": layer_ids/multipliers/primes do not match engram_layer_ids"));
+      }
+      for (size_t li = 0; li < ids.size(); ++li) {
+        EngramLayerHash& L = h.layers_[li];
+        if (ids[li] != L.layer_id ||
+            static_cast<int64_t>(mults[li].size()) != c.engram_max_ngram) {
+          return absl::InvalidArgumentError(absl::StrCat(path, ": bad entry for layer ", ids[li]));
+        }
+        std::vector<int64_t> flat;
+        for (const auto& g : primes[li]) flat.insert(flat.end(), g.begin(), g.end());
+        if (flat != L.primes) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              path, ": primes of layer ", L.layer_id, " differ from the ones derived from config"));
+        }
+        L.multipliers = mults[li];
+      }
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+    }
+  } else {
+    for (EngramLayerHash& L : h.layers_) {
+      for (const BuiltinMultipliers& b : kReleaseMultipliers) {
+        if (b.compressed_vocab == c.engram_compressed_vocab && b.layer_id == L.layer_id &&
+            c.engram_max_ngram == 4) {
+          L.multipliers.assign(b.m, b.m + 4);
+        }
+      }
+      if (L.multipliers.empty()) {
+        return absl::UnimplementedError(absl::StrCat(
+            dir, ": no engram_tables.json and no built-in Engram multipliers for layer ",
+            L.layer_id, " of this configuration"));
+      }
+    }
+    // TODO(dsv41): derive the token map from tokenizer.json (spec §4.2 normalisation chain).
+    return absl::UnimplementedError(absl::StrCat(
+        dir, ": no engram_tables.json; deriving the Engram token map from the tokenizer "
+             "(spec §4.2 build_compressed_token_map) is not implemented yet"));
+  }
+  if (static_cast<int64_t>(h.token_map_.size()) < c.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": token_map has ", h.token_map_.size(), " entries, vocab is ",
+                     c.vocab_size));
+  }
+  for (int32_t v : h.token_map_) {
+    if (v < 0 || v >= c.engram_compressed_vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": token_map value ", v, " outside the compressed vocabulary"));
+    }
+  }
+  h.pad_cid_ = h.token_map_[c.engram_pad_token_id];
+  return h;
+}
+
+void EngramHasher::Hash(int layer_index, std::span<const int32_t> cids_back, int64_t* out) const {
+  const EngramLayerHash& L = layers_[layer_index];
+  bool blocked = false;
+  int64_t rolling = 0;
+  for (int64_t k = 0; k < max_ngram_; ++k) {
+    // blocked is sticky: once the n-gram reaches the sequence start or an image token, every
+    // longer n-gram is padded.
+    blocked = blocked || k >= static_cast<int64_t>(cids_back.size()) ||
+              cids_back[k] == kEngramDead;
+    const int64_t tok = blocked ? pad_cid_ : cids_back[k];
+    if (k == 0) {
+      rolling = tok * L.multipliers[0];
+      continue;
+    }
+    rolling ^= tok * L.multipliers[k];
+    for (int64_t hh = 0; hh < n_heads_; ++hh) {
+      const int64_t col = (k - 1) * n_heads_ + hh;
+      out[col] = rolling % L.primes[col] + L.offsets[col];
+    }
+  }
+}
+
+}  // namespace deepinfer::model::dsv41

@@ -1,0 +1,626 @@
+// DeepSeek-V4.1: config / layout unit tests, the compact formats, and the independent goldens
+// of ../shared/golden/dsv41-tiny-a (README there): stage-by-stage teacher-forced comparison with
+// trace_040.safetensors, end-to-end logits in both numeric tiers, the prompt-40 debug values,
+// the image variant, and the invariants (decode == prefill, chunking, batch invariance).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/status.h"
+#include "common/status_matchers.h"
+#include "gtest/gtest.h"
+#include "model/checkpoint.h"
+#include "model/deepseek_v41.h"
+#include "model/deepseek_v41_formats.h"
+#include "model/deepseek_v41_kv_layout.h"
+#include "nlohmann/json.hpp"
+
+namespace deepinfer::model::dsv41 {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string SharedDir() { return DEEPINFER_SHARED_DIR; }
+std::string ModelDir() { return SharedDir() + "/models/dsv41-tiny-a"; }
+std::string GoldenDir() { return SharedDir() + "/golden/dsv41-tiny-a"; }
+
+#define SKIP_WITHOUT_SHARED()                                                                      \
+  if (!fs::exists(ModelDir() + "/config.json") || !fs::exists(GoldenDir() + "/prompt_040.json")) { \
+    GTEST_SKIP() << "shared dsv41-tiny-a model/goldens not available";                             \
+  }
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+Json ReadJson(const std::string& path) { return Json::parse(ReadText(path)); }
+std::vector<int32_t> Ints(const Json& j) {
+  std::vector<int32_t> v;
+  for (const auto& e : j) v.push_back(e.get<int32_t>());
+  return v;
+}
+std::vector<float> Flat(const Json& j) {
+  std::vector<float> v;
+  for (const auto& row : j) {
+    if (row.is_array()) {
+      for (const auto& e : row) v.push_back(e.get<float>());
+    } else {
+      v.push_back(row.get<float>());
+    }
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Config and layout.
+
+// The released config.json's text fields as the spec quotes them (§1.1), in the nested layout.
+std::string ReleasedConfigText() {
+  Json tc = {
+      {"vocab_size", 129280}, {"hidden_size", 5120}, {"num_hidden_layers", 40},
+      {"num_attention_heads", 64}, {"num_key_value_heads", 1}, {"head_dim", 512},
+      {"qk_rope_head_dim", 64}, {"q_lora_rank", 1280}, {"o_groups", 8}, {"o_lora_rank", 1024},
+      {"moe_intermediate_size", 2304}, {"n_routed_experts", 384}, {"num_experts_per_tok", 6},
+      {"n_shared_experts", 1}, {"scoring_func", "sqrtsoftplus"}, {"topk_method", "noaux_tc"},
+      {"norm_topk_prob", true}, {"routed_scaling_factor", 1.5}, {"swiglu_limit", 10.0},
+      {"rms_norm_eps", 1e-20}, {"sliding_window", 128}, {"rope_theta", 10000},
+      {"rope_scaling",
+       {{"rope_type", "yarn"}, {"factor", 16}, {"beta_fast", 32}, {"beta_slow", 1},
+        {"original_max_position_embeddings", 65536}}},
+      {"compress_rope_theta", 160000},
+      {"kv_source_layer_ids", {2, 8, 14, 20}},
+      {"index_source_layer_ids", {2, 8, 14, 20, 24, 28, 32, 36}},
+      {"index_n_heads", 32}, {"index_head_dim", 128}, {"index_topk", 512},
+      {"candidate_source_layer_id", 20}, {"candidate_topk_blocks", 2048},
+      {"candidate_block_size", 8}, {"hc_mult", 4}, {"hc_sinkhorn_iters", 20}, {"hc_eps", 1e-6},
+      {"engram_layer_ids", {1, 14}}, {"engram_num_embeddings", {384006168, 384016682}},
+      {"engram_max_ngram_size", 4}, {"engram_vocab_size", 16000000}, {"engram_n_heads", 8},
+      {"engram_head_dim", 256}, {"engram_pad_token_id", 2},
+      {"engram_compressed_vocab_size", 99092}, {"num_nextn_predict_layers", 3},
+      {"dspark_block_size", 5}, {"dspark_noise_token_id", 128799},
+      {"dspark_target_layer_ids", {37, 38, 39}}, {"dspark_markov_rank", 256},
+      {"dspark_n_routed_experts", 128}, {"dspark_num_experts_per_tok", 3},
+      {"max_position_embeddings", 1048576}};
+  std::vector<int> ratios = {0, 0};
+  for (int i = 0; i < 18; ++i) ratios.push_back(2);
+  for (int i = 0; i < 20; ++i) ratios.push_back(1);
+  for (int i = 0; i < 3; ++i) ratios.push_back(0);
+  tc["compress_ratios"] = ratios;
+  Json root = {{"architectures", {"DeepseekV41ForCausalLM"}},
+               {"model_type", "deepseek_v41"},
+               {"image_token_id", 129264},
+               {"quantization_config",
+                {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"},
+                 {"weight_block_size", {32, 32}}, {"scale_fmt", "ue8m0"},
+                 {"expert_dtype", "fp4"}}},
+               {"text_config", tc},
+               {"vision_config", {{"num_hidden_layers", 32}, {"hidden_size", 1024}}}};
+  return root.dump();
+}
+
+TEST(DsV41Config, ReleasedRolesAndStoredRegion) {
+  ASSERT_OK_AND_ASSIGN(Config c, Config::Parse(ReleasedConfigText(), "released config.json"));
+  EXPECT_EQ(c.TotalBlocks(), 43);
+  // §1.2 role table.
+  EXPECT_EQ(c.roles[0].role, Role::kSwa);
+  EXPECT_EQ(c.roles[2].role, Role::kFull);
+  EXPECT_EQ(c.roles[3].role, Role::kReuse);
+  EXPECT_EQ(c.roles[3].kv_source, 2);
+  EXPECT_EQ(c.roles[19].kv_source, 14);
+  EXPECT_EQ(c.roles[20].role, Role::kFull);
+  EXPECT_TRUE(c.roles[20].candidate_source);
+  EXPECT_FALSE(c.roles[20].candidate_masked);
+  EXPECT_EQ(c.roles[24].role, Role::kReindex);
+  EXPECT_TRUE(c.roles[24].candidate_masked);
+  EXPECT_EQ(c.roles[24].kv_source, 20);
+  EXPECT_EQ(c.roles[25].role, Role::kReuse);
+  EXPECT_EQ(c.roles[25].index_source, 24);
+  EXPECT_EQ(c.roles[39].index_source, 36);
+  EXPECT_EQ(c.roles[40].role, Role::kSwa);
+  EXPECT_TRUE(c.roles[1].engram && c.roles[14].engram);
+  KvIndices idx;
+  KvLayout L = BuildKvLayout41(c, false, &idx);
+  // §7: stored region = 20 x 134 x 528 B = 1,415,040 B, first in the slot.
+  EXPECT_EQ(idx.num_encoder_layers, 20);
+  EXPECT_EQ(idx.ring_slots, 134);
+  EXPECT_EQ(idx.window_row_bytes, 528);
+  EXPECT_EQ(idx.stored_bytes, 1415040);
+  ASSERT_EQ(idx.encoder_windows, 0);
+  EXPECT_EQ(L.state[0].bytes, 1415040);
+  EXPECT_EQ(L.StateOffset(1), 1415040);
+  // §6: 288 B NVFP4 rows, 68 B MXFP4 index keys; per 128 tokens 3 x 64 + 128 rows of each.
+  int64_t comp_rows = 0;
+  for (const auto& p : L.paged) {
+    if (p.name.find("compressed_kv") != std::string::npos) {
+      EXPECT_EQ(p.row_bytes, 288);
+      comp_rows += p.rows_per_block;
+    }
+    if (p.name.find("indexer_k") != std::string::npos) EXPECT_EQ(p.row_bytes, 68);
+  }
+  EXPECT_EQ(comp_rows, 3 * 64 + 128);
+  EXPECT_EQ(L.window_tokens, 128);
+}
+
+TEST(DsV41Config, FlatInferenceConfigMatchesNested) {
+  SKIP_WITHOUT_SHARED();
+  ASSERT_OK_AND_ASSIGN(Config a, Config::Parse(ReadText(ModelDir() + "/config.json"), "nested"));
+  ASSERT_OK_AND_ASSIGN(Config b,
+                       Config::Parse(ReadText(ModelDir() + "/inference/config.json"), "flat"));
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.compress_ratios, b.compress_ratios);
+  EXPECT_EQ(a.kv_source_layers, b.kv_source_layers);
+  EXPECT_EQ(a.yarn_original_len, b.yarn_original_len);
+  EXPECT_EQ(a.candidate_block_size, b.candidate_block_size);
+  EXPECT_EQ(a.engram_pad_token_id, b.engram_pad_token_id);
+  EXPECT_EQ(a.dspark_n_active_experts, b.dspark_n_active_experts);
+  EXPECT_EQ(a.swiglu_limit, b.swiglu_limit);
+}
+
+TEST(DsV41Formats, CompactRowsAreLossless) {
+  std::vector<float> x(512);
+  uint32_t seed = 7;
+  for (auto& v : x) {
+    seed = seed * 1664525u + 1013904223u;
+    v = (static_cast<float>(seed >> 8) / (1 << 24) - 0.5f) * 3.0f;
+  }
+  for (int kind = 0; kind < 3; ++kind) {
+    std::vector<float> q = x, back(512);
+    std::vector<uint8_t> row(600);
+    if (kind == 0) {
+      Mxfp8Quantize(q.data(), 512, row.data());
+      Mxfp8Decode(row.data(), 512, back.data());
+    } else if (kind == 1) {
+      Nvfp4Quantize(q.data(), 512, row.data());
+      Nvfp4Decode(row.data(), 512, back.data());
+    } else {
+      Mxfp4Quantize(q.data(), 512, row.data());
+      Mxfp4Decode(row.data(), 512, back.data());
+    }
+    EXPECT_EQ(q, back) << "format " << kind;
+  }
+  // NVFP4 ties to even: 0.25 -> 0, 0.75 -> 1 (scale 1 block: amax 6).
+  std::vector<float> t(16, 0.f);
+  t[0] = 6.f;
+  t[1] = 0.25f;
+  t[2] = 0.75f;
+  t[3] = 2.5f;
+  t[4] = 5.f;
+  Nvfp4Quantize(t.data(), 16, nullptr);
+  EXPECT_EQ(t[1], 0.f);
+  EXPECT_EQ(t[2], 1.f);
+  EXPECT_EQ(t[3], 2.f);
+  EXPECT_EQ(t[4], 4.f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A private arena + one state slot per sequence (the engine's role).
+
+class Session {
+ public:
+  Session(DeepseekV41Model* m, int64_t max_tokens, int slots = 1) : m_(m) {
+    const KvLayout& L = m->kv_layout();
+    nblocks_ = (max_tokens + kBlockTokens - 1) / kBlockTokens;
+    blocks_.assign((nblocks_ * slots * L.BlockBytes()) / 8 + 8, 0);
+    state_.assign((slots * L.StateBytes()) / 8 + 8, 0);
+    view_.block_base = reinterpret_cast<uint8_t*>(blocks_.data());
+    view_.num_blocks = nblocks_ * slots;
+    view_.state_base = reinterpret_cast<uint8_t*>(state_.data());
+    view_.num_state_slots = slots;
+    tables_.resize(slots);
+    for (int s = 0; s < slots; ++s) {
+      for (int64_t b = 0; b < nblocks_; ++b) tables_[s].push_back(static_cast<int32_t>(s * nblocks_ + b));
+    }
+    pos_.assign(slots, 0);
+  }
+  // Feeds ids in chunks of `chunk` (0 = one chunk); returns logits of every position.
+  absl::StatusOr<std::vector<float>> Feed(std::span<const int32_t> ids, int64_t chunk = 0,
+                                          int slot = 0, std::span<const uint8_t> image = {}) {
+    std::vector<float> all;
+    size_t i = 0;
+    while (i < ids.size()) {
+      const size_t n = chunk > 0 ? std::min<size_t>(chunk, ids.size() - i) : ids.size() - i;
+      ForwardBatch b;
+      SequenceChunk c;
+      c.start_pos = pos_[slot];
+      c.tokens = ids.subspan(i, n);
+      c.block_table = tables_[slot];
+      c.state_slot = slot;
+      c.logits = LogitsMode::kAll;
+      b.chunks.push_back(c);
+      ForwardOutput out;
+      std::vector<std::vector<uint8_t>> masks;
+      if (!image.empty()) masks.emplace_back(image.begin() + i, image.begin() + i + n);
+      RETURN_IF_ERROR(m_->ForwardWithImages(b, masks, view_, &out));
+      all.insert(all.end(), out.logits.begin(), out.logits.end());
+      pos_[slot] += n;
+      i += n;
+    }
+    return all;
+  }
+  const KvCacheView& view() const { return view_; }
+  std::span<const int32_t> table(int s) const { return tables_[s]; }
+
+ private:
+  DeepseekV41Model* m_;
+  int64_t nblocks_ = 0;
+  std::vector<uint64_t> blocks_, state_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<int64_t> pos_;
+  KvCacheView view_;
+};
+
+std::unique_ptr<DeepseekV41Model> LoadTiny(bool fp32) {
+  LoadOptions o;
+  o.fp32_activations = fp32;
+  o.show_progress = false;
+  auto m = LoadDeepseekV41(ModelDir(), o);
+  CHECK(m.ok()) << m.status();
+  return std::unique_ptr<DeepseekV41Model>(static_cast<DeepseekV41Model*>(m->release()));
+}
+
+int32_t ArgMax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+struct Stats {
+  double mean_abs = 0, p50_max = 0, p90_max = 0, argmax_agree = 0;
+};
+// JSON goldens are rounded to 6 significant digits; the max statistics deduct that bound.
+double JsonRounding(float v) {
+  const double a = std::fabs(static_cast<double>(v));
+  return a == 0 ? 0 : 0.5 * std::pow(10.0, std::floor(std::log10(a)) - 5);
+}
+Stats Compare(const std::vector<float>& got, const std::vector<float>& want, int64_t V) {
+  CHECK_EQ(got.size(), want.size());
+  Stats s;
+  const int64_t rows = static_cast<int64_t>(got.size()) / V;
+  std::vector<double> maxes;
+  double sum = 0;
+  int64_t agree = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = 0;
+    for (int64_t i = 0; i < V; ++i) {
+      const double d = std::fabs(static_cast<double>(got[r * V + i]) - want[r * V + i]);
+      sum += d;
+      mx = std::max(mx, std::max(0.0, d - JsonRounding(want[r * V + i])));
+    }
+    maxes.push_back(mx);
+    agree += ArgMax(std::span<const float>(got).subspan(r * V, V)) ==
+             ArgMax(std::span<const float>(want).subspan(r * V, V));
+  }
+  s.mean_abs = sum / got.size();
+  std::sort(maxes.begin(), maxes.end());
+  auto pct = [&](double q) {
+    const double pos = q * (maxes.size() - 1);
+    const size_t lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(maxes.size() - 1, lo + 1);
+    return maxes[lo] + (maxes[hi] - maxes[lo]) * (pos - lo);
+  };
+  s.p50_max = pct(0.5);
+  s.p90_max = pct(0.9);
+  s.argmax_agree = static_cast<double>(agree) / rows;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage by stage (teacher forced).
+
+class TraceCompare : public Tracer {
+ public:
+  explicit TraceCompare(const SafetensorsFile* trace) : trace_(trace) {}
+  struct Result {
+    int64_t n = 0, off_ulp = 0;
+    double max_abs = 0;
+  };
+  std::map<std::string, Result> results;
+  std::map<std::string, int64_t> int_mismatch;
+  std::set<std::string> missing, seen;
+
+  void Floats(const std::string& name, std::span<float> v) override {
+    seen.insert(name);
+    auto it = trace_->tensors().find(name);
+    if (it == trace_->tensors().end()) {
+      missing.insert(name);
+      return;
+    }
+    const TensorView& t = it->second;
+    if (t.dtype != DType::kF32 || t.NumElements() != static_cast<int64_t>(v.size())) {
+      missing.insert(name + " (shape)");
+      return;
+    }
+    Result& r = results[name];
+    for (size_t i = 0; i < v.size(); ++i) {
+      float want;
+      std::memcpy(&want, t.data + 4 * i, 4);
+      const double d = std::fabs(static_cast<double>(v[i]) - want);
+      const float mag = std::max(std::fabs(want), std::fabs(v[i]));
+      int e;
+      std::frexp(mag, &e);
+      const double ulp = std::ldexp(1.0, e - 8);
+      r.n++;
+      if (d > ulp * 1.01 + 1e-30) r.off_ulp++;
+      r.max_abs = std::max(r.max_abs, d);
+      v[i] = want;
+    }
+  }
+  void Ints(const std::string& name, std::span<int32_t> v) override {
+    seen.insert(name);
+    auto it = trace_->tensors().find(name);
+    if (it == trace_->tensors().end()) {
+      missing.insert(name);
+      return;
+    }
+    const TensorView& t = it->second;
+    if (t.NumElements() != static_cast<int64_t>(v.size())) {
+      missing.insert(name + " (shape)");
+      return;
+    }
+    const int64_t cols = t.shape.back();
+    const int64_t esz = t.dtype == DType::kU8 ? 1 : 8;
+    int64_t bad = 0;
+    for (int64_t r = 0; r < t.shape[0]; ++r) {
+      std::multiset<int64_t> want, got;
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t w = 0;
+        std::memcpy(&w, t.data + esz * (r * cols + c), esz);
+        // Sets for selections (-1 padded); positional for 0/1 masks and hash ids.
+        if (w >= 0) want.insert(esz == 1 || name.find("hash") != std::string::npos ? c * 1000000000LL + w : w);
+        const int64_t g = v[r * cols + c];
+        if (g >= 0) got.insert(esz == 1 || name.find("hash") != std::string::npos ? c * 1000000000LL + g : g);
+        v[r * cols + c] = static_cast<int32_t>(w);
+      }
+      if (want != got && getenv("DSV41_VERBOSE")) {
+        std::cerr << name << " row " << r << " want";
+        for (auto x : want) std::cerr << ' ' << x;
+        std::cerr << " got";
+        for (auto x : got) std::cerr << ' ' << x;
+        std::cerr << "\n";
+      }
+      bad += want != got;
+    }
+    int_mismatch[name] = bad;
+  }
+
+ private:
+  const SafetensorsFile* trace_;
+};
+
+TEST(DsV41Golden, TraceStagesTeacherForced) {
+  SKIP_WITHOUT_SHARED();
+  ASSERT_OK_AND_ASSIGN(auto trace, SafetensorsFile::Open(GoldenDir() + "/trace_040.safetensors"));
+  auto model = LoadTiny(false);
+  const Json g = ReadJson(GoldenDir() + "/prompt_040.json");
+  const std::vector<int32_t> prompt = Ints(g["prompt"]);
+  TraceCompare tc(trace.get());
+  model->set_tracer(&tc);
+  Session s(model.get(), 64);
+  ASSERT_OK_AND_ASSIGN(auto logits, s.Feed(prompt));
+  model->set_tracer(nullptr);
+  EXPECT_TRUE(tc.missing.empty()) << "stages not in the trace: " << *tc.missing.begin();
+  // Every traced stage is observed.
+  for (const auto& [name, t] : trace->tensors()) {
+    if (name == "tokens") continue;
+    EXPECT_TRUE(tc.seen.count(name)) << "trace stage not produced: " << name;
+  }
+  for (const auto& [name, r] : tc.results) {
+    const double frac = static_cast<double>(r.off_ulp) / std::max<int64_t>(1, r.n);
+    // README: single stages bit-exact or <= 1 BF16 ulp in rare elements; stages that end in an
+    // FP8/FP4 quantiser can flip a code on a 1-ulp input difference.
+    EXPECT_LE(frac, 0.01) << name << ": " << r.off_ulp << "/" << r.n
+                          << " elements beyond 1 BF16 ulp, max abs " << r.max_abs;
+  }
+  for (const auto& [name, bad] : tc.int_mismatch) EXPECT_EQ(bad, 0) << name << ": rows differ";
+}
+
+// ---------------------------------------------------------------------------------------------
+// End to end.
+
+void RunPrompt(DeepseekV41Model* m, const std::vector<int32_t>& prompt,
+               const std::vector<int32_t>& teacher, int steps, std::vector<float>* prefill,
+               std::vector<float>* decode, std::span<const uint8_t> image = {}) {
+  Session s(m, static_cast<int64_t>(prompt.size()) + steps + 1);
+  auto p = s.Feed(prompt, 0, 0, image);
+  ASSERT_TRUE(p.ok()) << p.status();
+  *prefill = *p;
+  decode->clear();
+  for (int i = 0; i < steps; ++i) {
+    auto d = s.Feed(std::span<const int32_t>(&teacher[i], 1));
+    ASSERT_TRUE(d.ok()) << d.status();
+    decode->insert(decode->end(), d->begin(), d->end());
+  }
+}
+
+void CheckTier(bool fp32, double mean_abs, double p50, double p90, double agree,
+               const char* against) {
+  auto model = LoadTiny(fp32);
+  const int64_t V = model->config().vocab_size;
+  std::vector<float> got, want;
+  for (const char* f : {"prompt_040.json", "prompt_300.json"}) {
+    const Json g = ReadJson(GoldenDir() + "/" + f);
+    const std::vector<int32_t> greedy = Ints(g["greedy_tokens"]);
+    const int steps = static_cast<int>(g["decode_logits"].size());
+    std::vector<float> pre, dec;
+    RunPrompt(model.get(), Ints(g["prompt"]), greedy, steps, &pre, &dec);
+    got.insert(got.end(), pre.begin(), pre.end());
+    got.insert(got.end(), dec.begin(), dec.end());
+    const std::string suf = against;
+    const auto wp = Flat(g["prefill_logits" + suf]), wd = Flat(g["decode_logits" + suf]);
+    want.insert(want.end(), wp.begin(), wp.end());
+    want.insert(want.end(), wd.begin(), wd.end());
+  }
+  const Stats s = Compare(got, want, V);
+  std::cout << (fp32 ? "tier B" : "tier A") << " vs '" << against << "': mean_abs=" << s.mean_abs
+            << " p50_max=" << s.p50_max << " p90_max=" << s.p90_max
+            << " argmax=" << s.argmax_agree << "\n";
+  EXPECT_LE(s.mean_abs, mean_abs);
+  EXPECT_LE(s.p50_max, p50);
+  EXPECT_LE(s.p90_max, p90);
+  EXPECT_GE(s.argmax_agree, agree);
+}
+
+TEST(DsV41Golden, TierAOfficialNumerics) {
+  SKIP_WITHOUT_SHARED();
+  CheckTier(false, 0.227, 0.879, 1.54, 0.790, "");
+}
+
+TEST(DsV41Golden, TierBFp32Activations) {
+  SKIP_WITHOUT_SHARED();
+  CheckTier(true, 0.118, 0.382, 1.03, 0.938, "_fp32");
+  CheckTier(true, 0.237, 0.945, 1.48, 0.827, "");
+}
+
+TEST(DsV41Golden, SmallPromptsAndGreedyIds) {
+  SKIP_WITHOUT_SHARED();
+  auto model = LoadTiny(false);
+  const int64_t V = model->config().vocab_size;
+  for (const char* f : {"prompt_001.json", "prompt_007.json"}) {
+    SCOPED_TRACE(f);
+    const Json g = ReadJson(GoldenDir() + "/" + f);
+    const std::vector<int32_t> greedy = Ints(g["greedy_tokens"]);
+    const int steps = static_cast<int>(g["decode_logits"].size());
+    std::vector<float> pre, dec;
+    RunPrompt(model.get(), Ints(g["prompt"]), greedy, steps, &pre, &dec);
+    std::vector<float> got = pre, want = Flat(g["prefill_logits"]);
+    got.insert(got.end(), dec.begin(), dec.end());
+    const auto wd = Flat(g["decode_logits"]);
+    want.insert(want.end(), wd.begin(), wd.end());
+    const Stats s = Compare(got, want, V);
+    EXPECT_LE(s.mean_abs, 0.227);
+    EXPECT_LE(s.p50_max, 0.879);
+    // Greedy ids where the golden margin is large.
+    const int64_t T = static_cast<int64_t>(g["prompt"].size());
+    EXPECT_EQ(ArgMax(std::span<const float>(pre).subspan((T - 1) * V, V)), greedy[0]);
+    const auto margins = g["margins"]["decode_top1_minus_top2"];
+    for (int i = 0; i < steps; ++i) {
+      if (margins[i].get<double>() < 0.5) continue;
+      EXPECT_EQ(ArgMax(std::span<const float>(dec).subspan(i * V, V)), greedy[i + 1]) << i;
+    }
+  }
+}
+
+TEST(DsV41Golden, Prompt40DebugValues) {
+  SKIP_WITHOUT_SHARED();
+  auto model = LoadTiny(false);
+  const Json g = ReadJson(GoldenDir() + "/prompt_040.json");
+  std::vector<BlockDebug41> dbg;
+  model->set_debug(&dbg);
+  Session s(model.get(), 64);
+  ASSERT_OK_AND_ASSIGN(auto logits, s.Feed(Ints(g["prompt"])));
+  model->set_debug(nullptr);
+  const auto& layers = g["debug"]["layers"];
+  ASSERT_EQ(dbg.size(), layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    const auto& L = layers[l];
+    EXPECT_EQ(dbg[l].experts, Ints(L["experts"]));
+    const auto ew = Flat(L["expert_weights"]);
+    for (size_t j = 0; j < ew.size(); ++j) EXPECT_NEAR(dbg[l].expert_weights[j], ew[j], 0.02 * ew[j]);
+    const auto rms = Flat(L["stream_rms"]);
+    for (size_t j = 0; j < rms.size(); ++j) EXPECT_NEAR(dbg[l].stream_rms[j], rms[j], 0.02 * rms[j]);
+    const auto f8 = Flat(L["stream0_first8"]);
+    for (size_t j = 0; j < f8.size(); ++j) EXPECT_NEAR(dbg[l].stream0_first8[j], f8[j], 0.05);
+    if (L.contains("compressed_rows_selected")) {
+      EXPECT_EQ(dbg[l].selected_rows, Ints(L["compressed_rows_selected"]));
+    }
+    if (L.contains("candidate_positions")) {
+      EXPECT_EQ(dbg[l].candidate_positions, Ints(L["candidate_positions"]));
+    }
+    if (L.contains("engram_hash_ids")) {
+      std::vector<int64_t> want;
+      for (const auto& e : L["engram_hash_ids"]) want.push_back(e.get<int64_t>());
+      EXPECT_EQ(dbg[l].engram_hash_ids, want);
+      const auto gate = Flat(L["engram_gate"]);
+      for (size_t j = 0; j < gate.size(); ++j) EXPECT_NEAR(dbg[l].engram_gate[j], gate[j], 0.02);
+    }
+  }
+}
+
+TEST(DsV41Golden, ImageVariant) {
+  SKIP_WITHOUT_SHARED();
+  auto model = LoadTiny(false);
+  const int64_t V = model->config().vocab_size;
+  const Json g = ReadJson(GoldenDir() + "/prompt_040.json")["image_variant"];
+  const std::vector<int32_t> greedy = Ints(g["greedy_tokens"]);
+  const int steps = static_cast<int>(g["decode_logits"].size());
+  std::vector<float> pre, dec;
+  const std::vector<int32_t> prompt = Ints(g["prompt"]);
+  std::vector<uint8_t> image(prompt.size(), 0);
+  for (const auto& p : g["image_positions"]) image[p.get<int64_t>()] = 1;
+  RunPrompt(model.get(), prompt, greedy, steps, &pre, &dec, image);
+  std::vector<float> got = pre, want = Flat(g["prefill_logits"]);
+  got.insert(got.end(), dec.begin(), dec.end());
+  const auto wd = Flat(g["decode_logits"]);
+  want.insert(want.end(), wd.begin(), wd.end());
+  const Stats s = Compare(got, want, V);
+  // Greedy ids of the image variant differ from the text prompt's where the golden says so.
+  const int64_t T = static_cast<int64_t>(prompt.size());
+  EXPECT_EQ(ArgMax(std::span<const float>(pre).subspan((T - 1) * V, V)), greedy[0]);
+  std::cout << "image variant: mean_abs=" << s.mean_abs << " p50_max=" << s.p50_max
+            << " argmax=" << s.argmax_agree << "\n";
+  EXPECT_LE(s.mean_abs, 0.227);
+  EXPECT_LE(s.p50_max, 0.879);
+  EXPECT_LE(s.p90_max, 1.54);
+  EXPECT_GE(s.argmax_agree, 0.790);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invariants.
+
+TEST(DsV41Invariants, DecodeAndChunkingEqualWholePrompt) {
+  SKIP_WITHOUT_SHARED();
+  for (bool fp32 : {false, true}) {
+    auto model = LoadTiny(fp32);
+    const std::vector<int32_t> prompt = Ints(ReadJson(GoldenDir() + "/prompt_300.json")["prompt"]);
+    const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 150);
+    Session whole(model.get(), 300);
+    ASSERT_OK_AND_ASSIGN(auto ref, whole.Feed(p));
+    for (int64_t chunk : {1, 7, 64, 76}) {
+      SCOPED_TRACE(std::to_string(chunk) + (fp32 ? " fp32" : " bf16"));
+      Session s(model.get(), 300);
+      ASSERT_OK_AND_ASSIGN(auto got, s.Feed(p, chunk));
+      ASSERT_EQ(got.size(), ref.size());
+      int64_t diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) diff += got[i] != ref[i];
+      EXPECT_EQ(diff, 0);
+    }
+  }
+}
+
+TEST(DsV41Invariants, BatchInvariance) {
+  SKIP_WITHOUT_SHARED();
+  auto model = LoadTiny(false);
+  const std::vector<int32_t> a = Ints(ReadJson(GoldenDir() + "/prompt_040.json")["prompt"]);
+  const std::vector<int32_t> b = Ints(ReadJson(GoldenDir() + "/prompt_007.json")["prompt"]);
+  Session alone(model.get(), 64);
+  ASSERT_OK_AND_ASSIGN(auto ref, alone.Feed(a));
+  Session two(model.get(), 64, 2);
+  ForwardBatch batch;
+  for (int s = 0; s < 2; ++s) {
+    SequenceChunk c;
+    c.tokens = s == 0 ? std::span<const int32_t>(b) : std::span<const int32_t>(a);
+    c.block_table = two.table(s);
+    c.state_slot = s;
+    c.logits = LogitsMode::kAll;
+    batch.chunks.push_back(c);
+  }
+  ForwardOutput out;
+  ASSERT_OK(model->Forward(batch, two.view(), &out));
+  const int64_t V = model->config().vocab_size;
+  ASSERT_EQ(out.chunk_row_begin.size(), 3u);
+  std::vector<float> got(out.logits.begin() + out.chunk_row_begin[1] * V, out.logits.end());
+  EXPECT_EQ(got, ref);
+}
+
+}  // namespace
+}  // namespace deepinfer::model::dsv41

@@ -1,0 +1,287 @@
+#include "model/deepseek_v41_weights.h"
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace deepinfer::model::dsv41 {
+namespace {
+
+using dsv4::Bf16ToF32;
+using dsv4::E4M3ToF32;
+using dsv4::WeightFormat;
+
+class Binder {
+ public:
+  Binder(const Config& c, const Checkpoint& ckpt, Weights41* w) : c_(c), ckpt_(ckpt), w_(w) {}
+
+  absl::Status ShapeError(const TensorView& t, const std::vector<int64_t>& shape,
+                          const std::string& dtypes) {
+    std::string want = "[";
+    for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&want, i ? ", " : "", shape[i]);
+    want += "]";
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name, " in ", t.file, ": expected ",
+                                                   dtypes, want, ", got ", t.DebugString()));
+  }
+
+  absl::StatusOr<TensorView> Typed(const std::string& name, std::initializer_list<DType> dtypes,
+                                   const std::vector<int64_t>& shape) {
+    ASSIGN_OR_RETURN(TensorView t, ckpt_.Get(name));
+    bool ok = false;
+    std::string names;
+    for (DType d : dtypes) {
+      ok |= t.dtype == d;
+      absl::StrAppend(&names, names.empty() ? "" : "|", std::string(DTypeName(d)));
+    }
+    if (!ok || t.shape != shape) return ShapeError(t, shape, names);
+    return t;
+  }
+
+  const uint8_t* Aligned(const TensorView& t, int64_t align) {
+    if (t.IsAligned(align)) return t.data;
+    auto buf = std::make_unique<float[]>((t.byte_size + 3) / 4);
+    std::memcpy(buf.get(), t.data, t.byte_size);
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(buf.get());
+    w_->owned.push_back(std::move(buf));
+    return p;
+  }
+
+  void Count(const TensorView& t, int64_t logical) {
+    w_->num_parameters += logical;
+    w_->weight_bytes += t.byte_size;
+  }
+
+  // F32 or BF16 vector of `shape`, widened to FP32.
+  absl::StatusOr<std::vector<float>> Vector(const std::string& name,
+                                            const std::vector<int64_t>& shape) {
+    ASSIGN_OR_RETURN(TensorView t, Typed(name, {DType::kF32, DType::kBF16}, shape));
+    Count(t, t.NumElements());
+    std::vector<float> out(t.NumElements());
+    if (t.dtype == DType::kF32) {
+      std::memcpy(out.data(), t.data, t.byte_size);
+    } else {
+      for (int64_t i = 0; i < t.NumElements(); ++i) {
+        uint16_t b;
+        std::memcpy(&b, t.data + 2 * i, 2);
+        out[i] = Bf16ToF32(b);
+      }
+    }
+    return out;
+  }
+
+  // BF16 (or F32) matrix used as FP32 values.
+  absl::StatusOr<WeightMatrix> Plain(const std::string& name, int64_t rows, int64_t cols) {
+    ASSIGN_OR_RETURN(TensorView t, Typed(name, {DType::kBF16, DType::kF32}, {rows, cols}));
+    Count(t, rows * cols);
+    WeightMatrix m;
+    m.format = t.dtype == DType::kBF16 ? WeightFormat::kBf16 : WeightFormat::kF32;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = Aligned(t, t.dtype == DType::kBF16 ? 2 : 4);
+    return m;
+  }
+
+  // FP8 `prefix.weight` [rows, cols] e4m3 + `prefix.scale` [ceil(rows/B), ceil(cols/B)] (E8M0
+  // or F32, B = weight_block_size), dequantised to FP32 (§2.2). BF16 / F32 weights (a converter
+  // may have dequantised them) are accepted as they are.
+  absl::StatusOr<WeightMatrix> Fp8(const std::string& prefix, int64_t rows, int64_t cols) {
+    ASSIGN_OR_RETURN(TensorView t, ckpt_.Get(prefix + ".weight"));
+    if (t.dtype == DType::kBF16 || t.dtype == DType::kF32) return Plain(t.name, rows, cols);
+    ASSIGN_OR_RETURN(t, Typed(prefix + ".weight", {DType::kF8E4M3}, {rows, cols}));
+    const int64_t B = c_.fp8_block;
+    const int64_t sr = (rows + B - 1) / B, sc = (cols + B - 1) / B;
+    ASSIGN_OR_RETURN(TensorView s,
+                     Typed(prefix + ".scale", {DType::kF8E8M0, DType::kF32}, {sr, sc}));
+    Count(t, rows * cols);
+    w_->weight_bytes += s.byte_size;
+    auto buf = std::make_unique<float[]>(rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t cb = 0; cb < sc; ++cb) {
+        float scale;
+        if (s.dtype == DType::kF32) {
+          std::memcpy(&scale, s.data + 4 * ((r / B) * sc + cb), 4);
+        } else {
+          scale = std::ldexp(1.0f, static_cast<int>(s.data[(r / B) * sc + cb]) - 127);
+        }
+        for (int64_t k = cb * B; k < std::min(cols, (cb + 1) * B); ++k) {
+          buf[r * cols + k] = E4M3ToF32(t.data[r * cols + k]) * scale;
+        }
+      }
+    }
+    WeightMatrix m;
+    m.format = WeightFormat::kF32;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = buf.get();
+    w_->owned.push_back(std::move(buf));
+    return m;
+  }
+
+  // Routed expert: MXFP4 (I8 [rows, cols/2] + E8M0 [rows, cols/32]) or FP8 with expert_dtype fp8.
+  absl::StatusOr<WeightMatrix> Expert(const std::string& prefix, int64_t rows, int64_t cols) {
+    if (!c_.expert_fp4) return Fp8(prefix, rows, cols);
+    ASSIGN_OR_RETURN(TensorView t,
+                     Typed(prefix + ".weight", {DType::kI8, DType::kU8}, {rows, cols / 2}));
+    ASSIGN_OR_RETURN(TensorView s, Typed(prefix + ".scale", {DType::kF8E8M0}, {rows, cols / 32}));
+    Count(t, rows * cols);
+    w_->weight_bytes += s.byte_size;
+    WeightMatrix m;
+    m.format = WeightFormat::kMxFp4;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = t.data;
+    m.scale = s.data;
+    m.scale_cols = cols / 32;
+    return m;
+  }
+
+  absl::StatusOr<HcWeights> Hc(const std::string& prefix, const std::string& kind) {
+    const int64_t n = c_.hc_mult, mix = (2 + n) * n;
+    HcWeights h;
+    ASSIGN_OR_RETURN(h.fn, Vector(prefix + "hc_" + kind + "_fn", {mix, n * c_.hidden_size}));
+    ASSIGN_OR_RETURN(h.base, Vector(prefix + "hc_" + kind + "_base", {mix}));
+    ASSIGN_OR_RETURN(h.scale, Vector(prefix + "hc_" + kind + "_scale", {3}));
+    return h;
+  }
+
+  absl::Status Block(int64_t l, BlockWeights41* b) {
+    const Config& c = c_;
+    const LayerRole& role = c.roles[l];
+    const bool dspark = l >= c.num_layers;
+    const std::string p = dspark ? absl::StrCat("mtp.", l - c.num_layers, ".")
+                                 : absl::StrCat("layers.", l, ".");
+    const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
+    ASSIGN_OR_RETURN(b->hc_attn, Hc(p, "attn"));
+    ASSIGN_OR_RETURN(b->hc_ffn, Hc(p, "ffn"));
+    ASSIGN_OR_RETURN(b->attn_norm, Vector(p + "attn_norm.weight", {D}));
+    ASSIGN_OR_RETURN(b->ffn_norm, Vector(p + "ffn_norm.weight", {D}));
+    AttentionWeights41& a = b->attn;
+    ASSIGN_OR_RETURN(a.sink, Vector(p + "attn.attn_sink", {H}));
+    ASSIGN_OR_RETURN(a.wq_a, Fp8(p + "attn.wq_a", c.q_lora_rank, D));
+    ASSIGN_OR_RETURN(a.q_norm, Vector(p + "attn.q_norm.weight", {c.q_lora_rank}));
+    ASSIGN_OR_RETURN(a.wq_b, Fp8(p + "attn.wq_b", H * d, c.q_lora_rank));
+    ASSIGN_OR_RETURN(a.wkv, Fp8(p + "attn.wkv", d, D));
+    ASSIGN_OR_RETURN(a.kv_norm, Vector(p + "attn.kv_norm.weight", {d}));
+    ASSIGN_OR_RETURN(a.wo_a, Fp8(p + "attn.wo_a", c.o_groups * c.o_lora_rank, H * d / c.o_groups));
+    ASSIGN_OR_RETURN(a.wo_b, Fp8(p + "attn.wo_b", D, c.o_groups * c.o_lora_rank));
+    if (role.role == Role::kFull) {
+      ASSIGN_OR_RETURN(a.comp_wkv, Plain(p + "attn.compressor.wkv.weight", d, D));
+      if (role.ratio > 1) {
+        ASSIGN_OR_RETURN(a.comp_wgate, Plain(p + "attn.compressor.wgate.weight", d, D));
+      }
+      ASSIGN_OR_RETURN(a.comp_norm, Vector(p + "attn.compressor.norm.weight", {d}));
+      ASSIGN_OR_RETURN(a.idx_wk, Plain(p + "attn.indexer.wk.weight", c.index_head_dim, d));
+      ASSIGN_OR_RETURN(a.idx_k_norm, Vector(p + "attn.indexer.k_norm.weight", {c.index_head_dim}));
+    }
+    if (role.role == Role::kFull || role.role == Role::kReindex) {
+      ASSIGN_OR_RETURN(a.idx_wq_b, Fp8(p + "attn.indexer.wq_b", c.index_n_heads * c.index_head_dim,
+                                       c.q_lora_rank));
+      ASSIGN_OR_RETURN(a.idx_weights_proj,
+                       Plain(p + "attn.indexer.weights_proj.weight", c.index_n_heads, D));
+    }
+    MoeWeights41& m = b->ffn;
+    const int64_t E = dspark ? c.dspark_n_routed_experts : c.n_routed_experts;
+    m.top_k = dspark ? c.dspark_n_active_experts : c.n_active_experts;
+    const int64_t I = c.moe_inter;
+    ASSIGN_OR_RETURN(m.gate, Plain(p + "ffn.gate.weight", E, D));
+    ASSIGN_OR_RETURN(m.bias, Vector(p + "ffn.gate.bias", {E}));
+    if (ckpt_.Has(p + "ffn.gate.bias_vl")) {
+      ASSIGN_OR_RETURN(m.bias_vl, Vector(p + "ffn.gate.bias_vl", {E}));
+    } else {
+      m.bias_vl = m.bias;
+    }
+    m.experts.resize(E);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string ep = absl::StrCat(p, "ffn.experts.", e, ".");
+      ASSIGN_OR_RETURN(m.experts[e].w1, Expert(ep + "w1", I, D));
+      ASSIGN_OR_RETURN(m.experts[e].w2, Expert(ep + "w2", D, I));
+      ASSIGN_OR_RETURN(m.experts[e].w3, Expert(ep + "w3", I, D));
+    }
+    const int64_t SI = I * std::max<int64_t>(1, c.n_shared_experts);
+    ASSIGN_OR_RETURN(m.shared.w1, Fp8(p + "ffn.shared_experts.w1", SI, D));
+    ASSIGN_OR_RETURN(m.shared.w2, Fp8(p + "ffn.shared_experts.w2", D, SI));
+    ASSIGN_OR_RETURN(m.shared.w3, Fp8(p + "ffn.shared_experts.w3", SI, D));
+    // Active bytes per token: attention + shared + top-k experts.
+    const int64_t eb = m.experts.empty() ? 0 : m.experts[0].w1.Bytes() * 3;
+    w_->active_bytes_per_token += m.top_k * eb;
+    if (role.engram) {
+      b->has_engram = true;
+      EngramWeights& g = b->engram;
+      const int li = static_cast<int>(
+          std::find(c.engram_layer_ids.begin(), c.engram_layer_ids.end(), l) -
+          c.engram_layer_ids.begin());
+      const int64_t hd = c.engram_head_dim, cols = (c.engram_max_ngram - 1) * c.engram_n_heads;
+      g.rows = c.engram_num_embeddings[li];
+      ASSIGN_OR_RETURN(TensorView t, Typed(p + "engram.embed.weight", {DType::kF8E4M3}, {g.rows, hd}));
+      ASSIGN_OR_RETURN(TensorView s,
+                       Typed(p + "engram.embed.scale", {DType::kF8E8M0}, {g.rows, hd / 32}));
+      Count(t, g.rows * hd);
+      w_->weight_bytes += s.byte_size;
+      g.table = t.data;
+      g.table_scale = s.data;
+      ASSIGN_OR_RETURN(g.wkv, Fp8(p + "engram.wkv", (c.hc_mult + 1) * D, cols * hd));
+      ASSIGN_OR_RETURN(std::vector<float> qw, Vector(p + "engram.q_weight", {c.hc_mult, D}));
+      ASSIGN_OR_RETURN(std::vector<float> kw, Vector(p + "engram.k_weight", {c.hc_mult, D}));
+      g.w.resize(qw.size());
+      for (size_t i = 0; i < qw.size(); ++i) g.w[i] = qw[i] * kw[i];
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status All() {
+    const Config& c = c_;
+    const int64_t V = c.vocab_size, D = c.hidden_size;
+    ASSIGN_OR_RETURN(w_->embed, Plain("embed.weight", V, D));
+    ASSIGN_OR_RETURN(w_->head, Plain("head.weight", V, D));
+    ASSIGN_OR_RETURN(w_->norm, Vector("norm.weight", {D}));
+    w_->active_bytes_per_token = w_->head.Bytes();
+    w_->blocks.resize(c.TotalBlocks());
+    for (int64_t l = 0; l < c.TotalBlocks(); ++l) RETURN_IF_ERROR(Block(l, &w_->blocks[l]));
+    if (c.num_dspark_layers > 0) {
+      w_->has_dspark = true;
+      DsparkWeights& s = w_->dspark;
+      const std::string first = "mtp.0.";
+      const std::string last = absl::StrCat("mtp.", c.num_dspark_layers - 1, ".");
+      const int64_t nt = static_cast<int64_t>(c.dspark_target_layers.size());
+      const int64_t R = c.dspark_markov_rank;
+      ASSIGN_OR_RETURN(s.main_proj, Fp8(first + "main_proj", D, nt * D));
+      ASSIGN_OR_RETURN(s.main_norm, Vector(first + "main_norm.weight", {D}));
+      ASSIGN_OR_RETURN(s.norm, Vector(last + "norm.weight", {D}));
+      ASSIGN_OR_RETURN(s.markov_embed, Plain(last + "markov_head.embed.weight", V, R));
+      ASSIGN_OR_RETURN(s.markov_head, Plain(last + "markov_head.head.weight", V, R));
+      ASSIGN_OR_RETURN(s.confidence, Plain(last + "confidence_head.proj.weight", 1, D + R));
+    }
+    int64_t vision = 0;
+    for (const std::string& name : ckpt_.TensorNames()) {
+      if (absl::StartsWith(name, "vision.") || absl::StartsWith(name, "aligner.") ||
+          absl::StartsWith(name, "image_")) {
+        ++vision;
+      }
+    }
+    if (vision > 0) {
+      LOG(INFO) << "DeepSeek-V4.1: ignoring " << vision
+                << " vision tensors (vision.*, aligner.*, image_*): text-only engine";
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const Config& c_;
+  const Checkpoint& ckpt_;
+  Weights41* w_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Weights41>> BindWeights41(const Config& cfg, const Checkpoint& ckpt) {
+  auto w = std::make_unique<Weights41>();
+  Binder b(cfg, ckpt, w.get());
+  RETURN_IF_ERROR(b.All());
+  return w;
+}
+
+}  // namespace deepinfer::model::dsv41
