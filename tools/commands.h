@@ -13,6 +13,8 @@ int RunGenerate(int argc, char** argv);
 int RunBench(int argc, char** argv);
 int RunMakeTestModel(int argc, char** argv);
 int RunScore(int argc, char** argv);
+int RunSim(int argc, char** argv);
+int RunPlan(int argc, char** argv);
 
 }  // namespace deepinfer::cli
 

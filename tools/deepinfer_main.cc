@@ -22,6 +22,8 @@ const Command kCommands[] = {
     {"generate", deepinfer::cli::RunGenerate, "greedy generation from prompt token ids"},
     {"bench", deepinfer::cli::RunBench, "engine throughput/latency table (batch 1/8/32, TTFT, TPOT)"},
     {"score", deepinfer::cli::RunScore, "per-token log-probabilities and perplexity of text"},
+    {"sim", deepinfer::cli::RunSim, "discrete-event cluster simulator (docs/simulator.md)"},
+    {"plan", deepinfer::cli::RunPlan, "KV store capacity plan with fault-domain/write/TTL checks"},
     {"make-test-model", deepinfer::cli::RunMakeTestModel,
      "write a random-weight checkpoint (DeepSeek-V4 presets tiny/demo/bench)"},
 };
