@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 MODEL ?=
 PORT ?= 8000
 
-.PHONY: all deps configure build test bench demo format clean
+.PHONY: all deps configure build test bench demo format clean sim
 
 all: build
 
@@ -32,6 +32,15 @@ soak: build
 
 demo: build
 	@DEEPINFER_BIN="$(abspath $(BUILD_DIR))/bin/deepinfer" bash scripts/demo.sh "$(MODEL)" "$(PORT)"
+
+# Full simulator experiments (docs/simulator.md); reduced smoke versions run inside `make test`
+# (sim_test). Results land in $(BUILD_DIR)/sim-out/<experiment>/.
+SIM_EXPERIMENTS = exp2_ttl eplb_prefill_ep4 eplb_prefill_ep2 eplb_decode_ep64
+sim: build
+	@for e in $(SIM_EXPERIMENTS); do \
+	  $(BUILD_DIR)/bin/deepinfer sim --config src/sim/experiments/$$e.json \
+	    --out $(BUILD_DIR)/sim-out/$$e || exit 1; done
+	$(BUILD_DIR)/bin/deepinfer plan | tee $(BUILD_DIR)/sim-out/exp3_plan.txt || true
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
