@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/config.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
@@ -97,6 +98,8 @@ struct DeepseekV41Model::Impl {
   Tracer* tracer = nullptr;
   std::vector<BlockDebug41>* debug = nullptr;
   EngramHasher hasher_store;
+  // Decoder-side bounded replay at prefill (§7): 0 = off ("none"), else rows kept.
+  int64_t truncate_keep = 0;
 
   // ---------- helpers ----------
   void R(float* x, int64_t n) const {
@@ -884,15 +887,39 @@ struct DeepseekV41Model::Impl {
     std::vector<float> features;
     const bool want_features = tracer != nullptr && !c.dspark_target_layers.empty();
     if (want_features) features.assign(T * c.dspark_target_layers.size() * D, 0.f);
+    // Compact truncation (§7): a final prefill chunk (kLast) longer than the kept suffix runs
+    // the layers after the last KV source only on its last `truncate_keep` rows, their window
+    // floor at the first kept row. Layers up to and including the last KV source see every row
+    // (the decoder's block KV is a function of the encoder output).
+    const int64_t last_kv = c.LastKvSource();
+    const bool truncate = truncate_keep > 0 && mode == LogitsMode::kLast && T > truncate_keep &&
+                          last_kv >= 0 && last_kv + 1 < c.num_layers;
+    Seq cur = s;
     for (int64_t l = 0; l < c.num_layers; ++l) {
-      Block(l, s, X.data(), pre_mix.data(), &sh, want_features ? &features : nullptr);
+      if (truncate && l == last_kv + 1) {
+        const int64_t drop = cur.T - truncate_keep;
+        cur.p0 += drop;
+        cur.T = truncate_keep;
+        cur.tokens = cur.tokens.subspan(drop);
+        cur.image.erase(cur.image.begin(), cur.image.begin() + drop);
+        cur.floor = std::max(cur.floor, cur.p0);
+        X.erase(X.begin(), X.begin() + drop * n * D);
+        pre_mix.erase(pre_mix.begin(), pre_mix.begin() + drop * n);
+        for (auto& sel : sh.selected) {
+          if (!sel.empty()) sel.erase(sel.begin(), sel.begin() + drop);
+        }
+        if (sh.has_candidates) sh.candidates.erase(sh.candidates.begin(), sh.candidates.begin() + drop);
+        if (want_features) features.erase(features.begin(), features.begin() + drop * c.dspark_target_layers.size() * D);
+      }
+      Block(l, cur, X.data(), pre_mix.data(), &sh, want_features ? &features : nullptr);
     }
+    const int64_t Tout = cur.T;
     if (want_features) TraceF("dspark.main_hidden", features.data(), features.size());
     if (tracer != nullptr) tracer->Floats("X_final", std::span<float>(X));
     std::vector<int64_t> rows;
-    if (mode == LogitsMode::kLast) rows.push_back(T - 1);
+    if (mode == LogitsMode::kLast) rows.push_back(Tout - 1);
     if (mode == LogitsMode::kAll) {
-      for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+      for (int64_t t = 0; t < Tout; ++t) rows.push_back(t);
     }
     const int64_t M = static_cast<int64_t>(rows.size());
     if (M == 0) return;
@@ -941,6 +968,9 @@ absl::StatusOr<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::Create(
             : RopeFrequencies(static_cast<int>(c.rope_dim), c.rope_theta, 0, 1, 0, 0);
   }
   m->impl_ = std::move(impl);
+  const EnvConfig& env = Env();
+  m->set_prefill_truncation(env.yoco_prefill_truncation_mode == "compact",
+                            env.yoco_prefill_keep_tokens);
   ModelInfo& info = m->info_;
   info.architecture = "DeepseekV41ForCausalLM";
   info.model_type = "deepseek_v41";
@@ -960,6 +990,19 @@ absl::StatusOr<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::Create(
             << " B, block " << m->layout_.BlockBytes() << " B";
   return m;
 }
+
+void DeepseekV41Model::set_prefill_truncation(bool compact, int64_t keep_tokens) {
+  const int64_t min_keep = cfg_.window + kSpeculativeRollbackTokens;
+  if (compact && keep_tokens < min_keep) {
+    LOG(WARNING) << "DeepSeek-V4.1: DEEPINFER_YOCO_PREFILL_KEEP_TOKENS " << keep_tokens
+                 << " is below window + " << kSpeculativeRollbackTokens << " = " << min_keep
+                 << "; using " << min_keep;
+    keep_tokens = min_keep;
+  }
+  impl_->truncate_keep = compact ? keep_tokens : 0;
+}
+
+int64_t DeepseekV41Model::prefill_truncation_keep() const { return impl_->truncate_keep; }
 
 absl::Status DeepseekV41Model::ValidateChunk(const SequenceChunk& chunk,
                                              const KvCacheView& kv) const {

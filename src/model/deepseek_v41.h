@@ -84,6 +84,16 @@ class DeepseekV41Model final : public CausalLM {
                                  std::span<const std::vector<uint8_t>> image_masks,
                                  const KvCacheView& kv, ForwardOutput* out);
 
+  // Decoder-side bounded replay at prefill (§7; defaults from DEEPINFER_YOCO_PREFILL_TRUNCATION_
+  // MODE / _KEEP_TOKENS). With `compact`, a chunk with LogitsMode::kLast and more than
+  // `keep_tokens` tokens runs the layers after the last KV source only on its last keep_tokens
+  // rows, their windows starting at the first kept row (approximate: exact when keep_tokens >=
+  // n_replay_layers * (window - 1) + 1). keep_tokens is raised to window + 6 at least.
+  // kAll / kNone chunks always run every layer on every row. Not thread-safe against Forward.
+  void set_prefill_truncation(bool compact, int64_t keep_tokens);
+  // Rows kept by compact truncation; 0 when it is off ("none").
+  int64_t prefill_truncation_keep() const;
+
   // Test hooks (not thread-safe); observe one-chunk forwards only.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   void set_debug(std::vector<BlockDebug41>* debug) { debug_ = debug; }

@@ -167,6 +167,18 @@ TEST(DsV41Config, FlatInferenceConfigMatchesNested) {
   EXPECT_EQ(a.swiglu_limit, b.swiglu_limit);
 }
 
+TEST(DsV41Config, LoadModelDispatchesOnArchitecture) {
+  SKIP_WITHOUT_SHARED();
+  LoadOptions o;
+  o.show_progress = false;
+  ASSERT_OK_AND_ASSIGN(auto m, LoadModel(ModelDir(), o));
+  EXPECT_EQ(m->info().architecture, "DeepseekV41ForCausalLM");
+  EXPECT_EQ(m->info().vocab_size, 512);
+  EXPECT_EQ(m->kv_layout().window_tokens, 16);
+  // Tiny: encoder layers 0..3, rings of 16 + 6 slots of 128 + 4 bytes.
+  EXPECT_EQ(m->kv_layout().state[0].bytes, 4 * 22 * 132);
+}
+
 TEST(DsV41Formats, CompactRowsAreLossless) {
   std::vector<float> x(512);
   uint32_t seed = 7;
@@ -225,7 +237,8 @@ class Session {
   }
   // Feeds ids in chunks of `chunk` (0 = one chunk); returns logits of every position.
   absl::StatusOr<std::vector<float>> Feed(std::span<const int32_t> ids, int64_t chunk = 0,
-                                          int slot = 0, std::span<const uint8_t> image = {}) {
+                                          int slot = 0, std::span<const uint8_t> image = {},
+                                          LogitsMode mode = LogitsMode::kAll) {
     std::vector<float> all;
     size_t i = 0;
     while (i < ids.size()) {
@@ -236,7 +249,7 @@ class Session {
       c.tokens = ids.subspan(i, n);
       c.block_table = tables_[slot];
       c.state_slot = slot;
-      c.logits = LogitsMode::kAll;
+      c.logits = mode;
       b.chunks.push_back(c);
       ForwardOutput out;
       std::vector<std::vector<uint8_t>> masks;
@@ -572,6 +585,77 @@ TEST(DsV41Golden, ImageVariant) {
   EXPECT_LE(s.p50_max, 0.879);
   EXPECT_LE(s.p90_max, 1.54);
   EXPECT_GE(s.argmax_agree, 0.790);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoder-side bounded replay at prefill (§7, compact truncation).
+
+// Prefill with kLast under compact truncation keeping `keep` rows, then teacher-forced decode;
+// returns [1 + steps, V] logits.
+std::vector<float> RunTruncated(DeepseekV41Model* m, const std::vector<int32_t>& prompt,
+                                const std::vector<int32_t>& teacher, int steps, int64_t keep) {
+  m->set_prefill_truncation(keep > 0, keep);
+  Session s(m, static_cast<int64_t>(prompt.size()) + steps + 1);
+  auto p = s.Feed(prompt, 0, 0, {}, LogitsMode::kLast);
+  CHECK(p.ok()) << p.status();
+  std::vector<float> all = *p;
+  for (int i = 0; i < steps; ++i) {
+    auto d = s.Feed(std::span<const int32_t>(&teacher[i], 1), 0, 0, {}, LogitsMode::kLast);
+    CHECK(d.ok()) << d.status();
+    all.insert(all.end(), d->begin(), d->end());
+  }
+  m->set_prefill_truncation(false, 0);
+  return all;
+}
+
+TEST(DsV41Replay, CompactTruncationGoldens) {
+  SKIP_WITHOUT_SHARED();
+  for (bool fp32 : {false, true}) {
+    auto model = LoadTiny(fp32);
+    const int64_t V = model->config().vocab_size;
+    std::vector<float> got, want;
+    for (const char* f : {"prompt_040.json", "prompt_300.json"}) {
+      const Json g = ReadJson(GoldenDir() + "/" + f);
+      const Json& r = g["replay"];
+      const int64_t keep = r["keep"].get<int64_t>();
+      EXPECT_EQ(r["first_layer"].get<int64_t>(), model->config().LastKvSource() + 1);
+      const int steps = static_cast<int>(r["decode_logits"].size());
+      const auto res = RunTruncated(model.get(), Ints(g["prompt"]), Ints(g["greedy_tokens"]),
+                                    steps, keep);
+      got.insert(got.end(), res.begin(), res.end());
+      const std::string suf = fp32 ? "_fp32" : "";
+      const auto pre = Flat(r["prefill_logits" + suf]);
+      want.insert(want.end(), pre.end() - V, pre.end());  // the last kept row
+      const auto dec = Flat(r["decode_logits" + suf]);
+      want.insert(want.end(), dec.begin(), dec.end());
+    }
+    const Stats s = Compare(got, want, V);
+    std::cout << "replay " << (fp32 ? "tier B" : "tier A") << ": mean_abs=" << s.mean_abs
+              << " p50_max=" << s.p50_max << " p90_max=" << s.p90_max
+              << " argmax=" << s.argmax_agree << "\n";
+    EXPECT_LE(s.mean_abs, fp32 ? 0.118 : 0.227);
+    EXPECT_LE(s.p50_max, fp32 ? 0.382 : 0.879);
+    EXPECT_LE(s.p90_max, fp32 ? 1.03 : 1.54);
+    EXPECT_GE(s.argmax_agree, fp32 ? 0.938 : 0.790);
+  }
+}
+
+TEST(DsV41Replay, ExactKeepReproducesLastRow) {
+  SKIP_WITHOUT_SHARED();
+  auto model = LoadTiny(false);
+  const Config& c = model->config();
+  const int64_t V = c.vocab_size;
+  // K = n_replay_layers * (window - 1) + 1 (spec §7).
+  const int64_t n_replay = c.num_layers - 1 - c.LastKvSource();
+  const int64_t exact = n_replay * (c.window - 1) + 1;
+  const std::vector<int32_t> prompt = Ints(ReadJson(GoldenDir() + "/prompt_300.json")["prompt"]);
+  const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 120);
+  const auto ref = RunTruncated(model.get(), p, {}, 0, 0);
+  const auto same = RunTruncated(model.get(), p, {}, 0, exact);
+  EXPECT_EQ(same, ref) << "keep " << exact;
+  const auto approx = RunTruncated(model.get(), p, {}, 0, exact - 1);
+  ASSERT_EQ(approx.size(), static_cast<size_t>(V));
+  EXPECT_NE(approx, ref) << "keep " << exact - 1 << " should not be exact";
 }
 
 // ---------------------------------------------------------------------------------------------
