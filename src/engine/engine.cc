@@ -48,14 +48,16 @@ SchedulerConfig MakeSchedulerConfig(const EngineConfig& config, const model::Mod
 class Engine::Impl {
  public:
   Impl(std::unique_ptr<model::CausalLM> model, const EngineConfig& config,
-       std::unique_ptr<kv::BlockPool> blocks, std::unique_ptr<kv::StateCache> slots)
+       std::unique_ptr<kv::BlockPool> blocks, std::unique_ptr<kv::StateCache> slots,
+       std::unique_ptr<KvTiers> tiers)
       : model_(std::move(model)),
         config_(config),
         blocks_(std::move(blocks)),
         slots_(std::move(slots)),
         snapshots_(config.snapshot_memory_bytes),
+        tiers_(std::move(tiers)),
         scheduler_(MakeSchedulerConfig(config, model_->info(), model_->kv_layout()), blocks_.get(),
-                   slots_.get(), &snapshots_),
+                   slots_.get(), &snapshots_, tiers_.get()),
         runner_(model_.get(),
                 model::KvCacheView{blocks_->base(), blocks_->num_blocks(), slots_->base(),
                                    slots_->num_slots()},
@@ -122,6 +124,7 @@ class Engine::Impl {
   std::unique_ptr<kv::BlockPool> blocks_;
   std::unique_ptr<kv::StateCache> slots_;
   kv::SnapshotCache snapshots_;
+  std::unique_ptr<KvTiers> tiers_;  // null without tiers; outlives the scheduler's use
   Scheduler scheduler_;
   ModelRunner runner_;
   uint64_t seed_base_ = 0;
@@ -216,6 +219,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Impl::Submit(GenerateRequ
   info->params = std::move(request.params);
   info->arrival_ns = MonotonicNanos();
   info->cache_salt = kv::CacheSaltFromString(request.cache_salt);
+  info->traffic_class = request.traffic_class;
   if (!info->params.ignore_eos) info->eos_token_ids = mi.eos_token_ids;
   std::shared_ptr<RequestStream> stream;
   {
@@ -266,6 +270,13 @@ void Engine::Impl::Shutdown(int64_t timeout_ns) {
       }
       run_cv_.SignalAll();
       runner_thread_.join();
+    }
+    // Let the blocks written so far reach their tiers (bounded), so that a restarted engine
+    // finds them, and publish the tiers' final counters.
+    if (tiers_ != nullptr) {
+      tiers_->Flush(/*timeout_ms=*/5000);
+      absl::MutexLock lock(&stats_mu_);
+      stats_.tiers = tiers_->Stats();
     }
   });
 }
@@ -324,6 +335,8 @@ StepOutput Engine::Impl::BaseOutput(const Sequence& seq) const {
   out.cached_tokens = seq.cached_tokens;
   out.replayed_tokens = seq.replayed_tokens;
   out.approximate = seq.output_approximate;
+  out.cached_host_tokens = seq.cached_host_tokens;
+  out.cached_store_tokens = seq.cached_store_tokens;
   out.output_tokens = static_cast<int>(seq.num_output_resolved());
   return out;
 }
@@ -493,6 +506,9 @@ void Engine::Impl::UpdateStats() {
   s.snapshots = snapshots_.size();
   s.snapshot_bytes = snapshots_.bytes();
   s.snapshot_evictions = snapshots_.num_evicted();
+  s.prefix_cache_host_hit_tokens = pc.host_hit_tokens;
+  s.prefix_cache_store_hit_tokens = pc.store_hit_tokens;
+  if (tiers_ != nullptr) s.tiers = tiers_->Stats();
   absl::MutexLock lock(&stats_mu_);
   stats_ = s;
 }
@@ -574,7 +590,20 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
   ASSIGN_OR_RETURN(auto blocks, kv::BlockPool::Create(num_blocks, block_bytes));
   blocks->set_observer(config.prefix_index_observer);
   ASSIGN_OR_RETURN(auto slots, kv::StateCache::Create(config.max_num_seqs, state_bytes));
-  auto impl = std::make_unique<Impl>(std::move(model), config, std::move(blocks), std::move(slots));
+  std::unique_ptr<KvTiers> tiers;
+  if (config.tiers.enabled() && config.enable_prefix_caching) {
+    ASSIGN_OR_RETURN(tiers, KvTiers::Create(config.tiers));
+    if (config.tiers.host_tier != nullptr) {
+      const size_t need = kv::kBlockRecordHeaderBytes + static_cast<size_t>(block_bytes);
+      if (config.tiers.host_tier->slot_bytes() < need) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "host KV tier slots hold ", config.tiers.host_tier->slot_bytes(),
+            " bytes; this model's block records need ", need));
+      }
+    }
+  }
+  auto impl = std::make_unique<Impl>(std::move(model), config, std::move(blocks), std::move(slots),
+                                     std::move(tiers));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/kv_tiers.h"
 #include "engine/request.h"
 #include "engine/sampling_params.h"
 #include "kv/block_pool.h"
@@ -53,6 +54,10 @@ struct EngineConfig {
   // routers, e.g. stage 3's entrypoint or llm-d). Called on the engine thread; must not block.
   // Not owned; outlives the engine. nullptr = none.
   kv::PrefixIndexObserver* prefix_index_observer = nullptr;
+  // KV tiers below the block pool (host shared memory L1, KV store L2; kv_tiers.h): complete
+  // blocks are written back, and a prompt's blocks missing from the pool are fetched and
+  // swapped in. Needs enable_prefix_caching. Default: none.
+  KvTierOptions tiers;
 };
 
 // A snapshot of engine counters.
@@ -80,6 +85,10 @@ struct EngineStats {
   int64_t snapshots = 0;
   int64_t snapshot_bytes = 0;
   int64_t snapshot_evictions = 0;
+  // KV tiers: prompt tokens served from L1 / L2, and the tiers' own counters.
+  int64_t prefix_cache_host_hit_tokens = 0;
+  int64_t prefix_cache_store_hit_tokens = 0;
+  KvTierStats tiers;
 };
 
 class Engine {

@@ -36,6 +36,14 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
     auto it = seqs_.find(item.seq_id);
     CHECK(it != seqs_.end()) << "plan item for unknown sequence " << item.seq_id;
     SeqState& s = it->second;
+    // Swapped-in blocks are registered in the prefix index already: copy them whatever happens
+    // to this item, so no cached block is ever left without its bytes.
+    for (const auto& [block, payload] : item.swap_ins) {
+      const int64_t block_bytes = model_->kv_layout().BlockBytes();
+      CHECK(block >= 0 && block < kv_.num_blocks);
+      CHECK(static_cast<int64_t>(payload.size()) == block_bytes);
+      std::memcpy(kv_.block_base + block * block_bytes, payload.data(), payload.size());
+    }
     if (s.failed) {
       result.items[i].status = absl::AbortedError("an earlier step of this sequence failed");
       continue;

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "model/kv_layout.h"
 
 namespace deepinfer::engine {
@@ -18,9 +19,56 @@ bool OlderThan(const Sequence* a, const Sequence* b) { return a->order < b->orde
 }  // namespace
 
 Scheduler::Scheduler(const SchedulerConfig& config, kv::BlockPool* blocks, kv::StateCache* slots,
-                     kv::SnapshotCache* snapshots)
-    : config_(config), blocks_(blocks), slots_(slots), snapshots_(snapshots) {
+                     kv::SnapshotCache* snapshots, KvTiers* tiers)
+    : config_(config),
+      blocks_(blocks),
+      slots_(slots),
+      snapshots_(snapshots),
+      tiers_(config.prefix_caching ? tiers : nullptr) {
   CHECK(slots_->num_slots() >= config_.max_num_seqs);
+}
+
+int64_t Scheduler::MaxHitBlocks(const Sequence* seq) const {
+  const int64_t L = static_cast<int64_t>(seq->tokens.size());
+  // A fork of sample 0 (n > 1) and a preempted sequence coming back resume from a snapshot of
+  // the same computation: no cap below L - 1 and no replay, so that neither changes outputs.
+  const bool resume = seq->sample_index > 0 || seq->admitted_once;
+  // Hit rule 1: leave the window (+ speculative rollback) to recompute.
+  int64_t cap = L - 1;
+  if (config_.window_tokens > 0 && !resume) {
+    cap = L - (config_.window_tokens + model::kSpeculativeRollbackTokens);
+  }
+  return cap < kBlockTokens ? 0 : cap / kBlockTokens;
+}
+
+void Scheduler::StartFetch(Sequence* seq) {
+  if (tiers_ == nullptr || !tiers_->has_store() || seq->sample_index > 0 ||
+      seq->admitted_once || seq->info->params.prompt_logprobs >= 0) {
+    return;
+  }
+  const int64_t max_blocks = MaxHitBlocks(seq);
+  if (max_blocks == 0) return;
+  const std::vector<kv::BlockKey>& keys = EnsureKeys(seq, max_blocks);
+  int64_t n0 = 0;
+  while (n0 < max_blocks && blocks_->Find(keys[n0]) >= 0) ++n0;
+  if (n0 == max_blocks) return;
+  seq->fetch = tiers_->Fetch(std::vector<kv::BlockKey>(keys.begin() + n0, keys.begin() + max_blocks));
+  seq->fetch_begin = n0;
+}
+
+void Scheduler::WriteBack(const Sequence* seq, int64_t j) {
+  kv::BlockMeta meta;
+  meta.key = seq->block_keys[j];
+  meta.parent = j == 0 ? kv::kRootBlockKey : seq->block_keys[j - 1];
+  meta.cache_salt = seq->info->cache_salt;
+  meta.layout_id = config_.layout_id;
+  meta.traffic_class = seq->info->traffic_class;
+  meta.approximate = seq->approximate;
+  std::copy(seq->tokens.begin() + j * kBlockTokens, seq->tokens.begin() + (j + 1) * kBlockTokens,
+            meta.tokens.begin());
+  const uint8_t* bytes = blocks_->base() + seq->blocks[j] * blocks_->block_bytes();
+  tiers_->WriteBack(meta, std::string(reinterpret_cast<const char*>(bytes),
+                                      static_cast<size_t>(blocks_->block_bytes())));
 }
 
 bool Scheduler::snapshots_enabled() const {
@@ -50,34 +98,77 @@ Scheduler::Hit Scheduler::Lookup(Sequence* seq) {
   }
   const int64_t L = static_cast<int64_t>(seq->tokens.size());
   counters_.query_tokens += L;
-  // A fork of sample 0 (n > 1) and a preempted sequence coming back resume from a snapshot of
-  // the same computation: no cap below L - 1 and no replay, so that neither changes outputs.
   const bool resume = seq->sample_index > 0 || seq->admitted_once;
-  // Hit rule 1: leave the window (+ speculative rollback) to recompute.
-  int64_t cap = L - 1;
-  if (config_.window_tokens > 0 && !resume) {
-    cap = L - (config_.window_tokens + model::kSpeculativeRollbackTokens);
-  }
-  if (cap < kBlockTokens) return hit;
-  const int64_t max_blocks = cap / kBlockTokens;
+  const int64_t max_blocks = MaxHitBlocks(seq);
+  if (max_blocks == 0) return hit;
   const std::vector<kv::BlockKey>& keys = EnsureKeys(seq, max_blocks);
-  // Rule 2: the longest chain of cached blocks (exact mode: exact blocks only).
+  // Rule 2: the longest chain of cached blocks (exact mode: exact blocks only), first in the
+  // pool (L0), then continued from the host tier (L1), where a fetch from the store lands.
   std::vector<int32_t> chain;
   bool approximate = false;
+  bool stopped_on_approximate = false;
   for (int64_t i = 0; i < max_blocks; ++i) {
     const int32_t b = blocks_->Find(keys[i]);
     if (b < 0) break;
-    if (config_.exact && blocks_->approximate(b)) break;
+    if (config_.exact && blocks_->approximate(b)) {
+      stopped_on_approximate = true;
+      break;
+    }
     approximate = approximate || blocks_->approximate(b);
     chain.push_back(b);
   }
-  if (chain.empty()) return hit;
-  int64_t n = static_cast<int64_t>(chain.size());
-  if (!config_.has_state) {  // no window state: plain block reuse
+  std::vector<kv::StoredBlock> host;
+  if (tiers_ != nullptr && tiers_->has_host() && !stopped_on_approximate) {
+    // Each host block needs a fresh pool block; the chain's unheld blocks stop being free once
+    // the hit takes them.
+    int64_t room = blocks_->num_free();
+    for (int32_t b : chain) room -= blocks_->ref_count(b) == 0 ? 1 : 0;
+    for (int64_t i = static_cast<int64_t>(chain.size());
+         i < max_blocks && static_cast<int64_t>(host.size()) < room; ++i) {
+      absl::StatusOr<kv::StoredBlock> b = tiers_->ReadHost(keys[i]);
+      if (!b.ok() || static_cast<int64_t>(b->payload.size()) != blocks_->block_bytes()) break;
+      if (config_.exact && b->meta.approximate) break;
+      approximate = approximate || b->meta.approximate;
+      host.push_back(std::move(*b));
+    }
+  }
+  int64_t n = static_cast<int64_t>(chain.size() + host.size());
+  if (n == 0) return hit;
+  // Shrinks the hit to its first `n` blocks.
+  auto trim = [&](int64_t keep) {
+    if (keep <= static_cast<int64_t>(chain.size())) {
+      chain.resize(keep);
+      host.clear();
+    } else {
+      host.resize(keep - chain.size());
+    }
+  };
+  // Tier bookkeeping: blocks [fetch_begin + from_host, + from_store) came from the store.
+  auto finish = [&] {
+    const int64_t l0 = static_cast<int64_t>(chain.size());
+    int64_t store_lo = 0, store_hi = 0;
+    if (seq->fetch != nullptr && seq->fetch->done()) {
+      store_lo = seq->fetch_begin + seq->fetch->from_host();
+      store_hi = store_lo + seq->fetch->from_store();
+    }
+    const int64_t cached_blocks = hit.cached / kBlockTokens;
+    for (int64_t i = l0; i < cached_blocks; ++i) {
+      if (i >= store_lo && i < store_hi) {
+        ++hit.store_blocks;
+      } else {
+        ++hit.host_cached_blocks;
+      }
+    }
     hit.blocks = std::move(chain);
+    hit.host_blocks = std::move(host);
+    counters_.hit_tokens += hit.cached;
+    counters_.host_hit_tokens += hit.host_cached_blocks * kBlockTokens;
+    counters_.store_hit_tokens += hit.store_blocks * kBlockTokens;
+  };
+  if (!config_.has_state) {  // no window state: plain block reuse
     hit.start = hit.cached = n * kBlockTokens;
     hit.approximate = approximate;
-    counters_.hit_tokens += hit.cached;
+    finish();
     return hit;
   }
   // Rule 3: a snapshot at the hit end restores the window state.
@@ -93,9 +184,8 @@ Scheduler::Hit Scheduler::Lookup(Sequence* seq) {
                  : nullptr;
     }
     if (n == 0) return hit;
-    chain.resize(n);
+    trim(n);
   }
-  hit.blocks = std::move(chain);
   if (snap != nullptr) {
     hit.start = hit.cached = n * kBlockTokens;
     hit.restore = std::move(snap);
@@ -113,7 +203,7 @@ Scheduler::Hit Scheduler::Lookup(Sequence* seq) {
     }
     hit.approximate = hit.approximate || approximate;
   }
-  counters_.hit_tokens += hit.cached;
+  finish();
   return hit;
 }
 
@@ -156,8 +246,11 @@ void Scheduler::OnExecuted(Sequence* seq, int64_t admission, int64_t end,
     if (seq->num_registered < complete) {
       const std::vector<kv::BlockKey>& keys = EnsureKeys(seq, complete);
       for (int64_t j = seq->num_registered; j < complete; ++j) {
-        blocks_->Register(seq->blocks[j], keys[j], j == 0 ? kv::kRootBlockKey : keys[j - 1],
-                          j == 0 ? -1 : seq->blocks[j - 1], seq->approximate);
+        const bool stored =
+            blocks_->Register(seq->blocks[j], keys[j], j == 0 ? kv::kRootBlockKey : keys[j - 1],
+                              j == 0 ? -1 : seq->blocks[j - 1], seq->approximate);
+        // Blocks this sequence computed go down the tiers (a duplicate's owner wrote its own).
+        if (stored && tiers_ != nullptr) WriteBack(seq, j);
       }
       seq->num_registered = complete;
     }
@@ -180,6 +273,7 @@ void Scheduler::ResetPrefixCache() {
 
 void Scheduler::AddWaiting(Sequence* seq) {
   CHECK(seq->status == SeqStatus::kWaiting);
+  if (config_.prefix_caching && !seq->admitted_once) StartFetch(seq);
   waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, OlderThan), seq);
 }
 
@@ -254,6 +348,8 @@ PlanItem Scheduler::MakeItem(Sequence* seq, int64_t n) {
   item.replay_until = seq->replay_until;
   item.restore = std::move(seq->restore);
   seq->restore = nullptr;
+  item.swap_ins = std::move(seq->swap_ins);
+  seq->swap_ins.clear();
   item.admission = seq->admission;
   item.snapshot_approximate = seq->approximate;
   seq->num_computed += n;
@@ -334,8 +430,9 @@ StepPlan Scheduler::Schedule() {
                                    static_cast<int>(running_.size()) < config_.max_num_seqs;) {
     Sequence* seq = *it;
     if (seq->num_pending > 0) break;  // preempted with samples in flight: resolve them first
-    if (!SiblingReady(seq)) {
-      ++it;
+    if (!SiblingReady(seq) || (seq->fetch != nullptr && !seq->fetch->done() &&
+                               MonotonicNanos() < seq->fetch->deadline_ns())) {
+      ++it;  // waits for sample 0, or for its blocks to arrive from the store
       continue;
     }
     const int64_t known = static_cast<int64_t>(seq->tokens.size());
@@ -344,6 +441,9 @@ StepPlan Scheduler::Schedule() {
     // Take the hit's blocks before allocating, so that allocation cannot evict them.
     for (int32_t b : hit.blocks) blocks_->IncRef(b);
     seq->blocks = hit.blocks;
+    std::vector<int32_t> fresh;  // pool blocks for the host-tier part of the hit
+    CHECK(blocks_->Allocate(static_cast<int64_t>(hit.host_blocks.size()), &fresh));
+    seq->blocks.insert(seq->blocks.end(), fresh.begin(), fresh.end());
     seq->num_computed = hit.start;
     int64_t n = std::min(known - hit.start, budget);
     n = std::min(n, (static_cast<int64_t>(seq->blocks.size()) + blocks_->num_free()) *
@@ -351,17 +451,27 @@ StepPlan Scheduler::Schedule() {
                         hit.start);
     n = CutAtSnapshot(seq, n);
     if (n < 1) {
-      blocks_->Release(seq->blocks);
+      blocks_->Release(seq->blocks);  // the fresh blocks are not registered yet: simply freed
       seq->blocks.clear();
       seq->num_computed = 0;
       break;
+    }
+    // Swap-in: register the fresh blocks now; their bytes are copied in before the forward of
+    // this plan, the first that can read them.
+    for (size_t k = 0; k < fresh.size(); ++k) {
+      const int64_t j = static_cast<int64_t>(hit.blocks.size() + k);
+      const kv::BlockMeta& meta = hit.host_blocks[k].meta;
+      blocks_->Register(fresh[k], meta.key, meta.parent, j == 0 ? -1 : seq->blocks[j - 1],
+                        meta.approximate);
+      seq->swap_ins.emplace_back(fresh[k], std::move(hit.host_blocks[k].payload));
     }
     std::optional<int32_t> slot = slots_->Allocate();
     CHECK(slot.has_value()) << "state slots are sized max_num_seqs";
     CHECK(EnsureBlocks(seq, hit.start + n));
     it = waiting_.erase(it);
     ++seq->admission;
-    seq->num_registered = static_cast<int64_t>(hit.blocks.size());
+    seq->num_registered = static_cast<int64_t>(hit.blocks.size() + fresh.size());
+    seq->fetch = nullptr;
     seq->num_executed = hit.start;
     seq->approximate = hit.approximate;
     seq->output_approximate = seq->output_approximate || hit.approximate;
@@ -372,6 +482,8 @@ StepPlan Scheduler::Schedule() {
       seq->admitted_once = true;
       seq->cached_tokens = static_cast<int>(std::min<int64_t>(hit.cached, seq->prompt_len()));
       seq->replayed_tokens = static_cast<int>(hit.replayed);
+      seq->cached_host_tokens = static_cast<int>(hit.host_cached_blocks * kBlockTokens);
+      seq->cached_store_tokens = static_cast<int>(hit.store_blocks * kBlockTokens);
     }
     seq->state_slot = *slot;
     seq->status = SeqStatus::kRunning;

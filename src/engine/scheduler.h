@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kv_tiers.h"
 #include "engine/request.h"
 #include "engine/sampling_params.h"
 #include "kv/block_hash.h"
@@ -51,6 +52,7 @@ struct RequestInfo {
   std::vector<int32_t> eos_token_ids;  // empty when ignore_eos
   int64_t arrival_ns = 0;
   uint64_t cache_salt = 0;  // kv::CacheSaltFromString(GenerateRequest::cache_salt)
+  kv::TrafficClass traffic_class = kv::TrafficClass::kChat;
 };
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
@@ -103,6 +105,13 @@ struct Sequence {
   bool output_approximate = false;
   int cached_tokens = 0;
   int replayed_tokens = 0;
+  int cached_host_tokens = 0;
+  int cached_store_tokens = 0;
+  // Fetch of the prompt's blocks from the KV store (kv_tiers.h); admission waits for it.
+  std::shared_ptr<FetchTicket> fetch;
+  int64_t fetch_begin = 0;  // first block index of the fetched chain
+  // Blocks swapped in from the host tier: copied into the pool before the first item's forward.
+  std::vector<std::pair<int32_t, std::string>> swap_ins;
 
   int prompt_len() const { return static_cast<int>(info->prompt.size()); }
   int64_t num_output_resolved() const { return static_cast<int64_t>(tokens.size()) - prompt_len(); }
@@ -128,6 +137,8 @@ struct PlanItem {
   int64_t replay_until = 0;
   // Loaded into the state slot before the forward (a prefix-cache hit's snapshot).
   std::shared_ptr<const kv::StateSnapshot> restore;
+  // Block payloads to copy into the pool before the forward (host-tier swap-in).
+  std::vector<std::pair<int32_t, std::string>> swap_ins;
   // Copy the state slot after the forward (the chunk ends at a block boundary).
   enum class Snapshot { kNone, kStore, kKeep };
   Snapshot snapshot = Snapshot::kNone;
@@ -175,6 +186,8 @@ struct PrefixCacheCounters {
   int64_t hit_tokens = 0;
   int64_t replayed_tokens = 0;
   int64_t replays = 0;
+  int64_t host_hit_tokens = 0;
+  int64_t store_hit_tokens = 0;
 };
 
 class Scheduler {
@@ -182,7 +195,7 @@ class Scheduler {
   // `blocks`, `slots` and `snapshots` are owned by the caller and outlive the scheduler; `slots`
   // has at least max_num_seqs slots. `snapshots` may be null (no snapshots).
   Scheduler(const SchedulerConfig& config, kv::BlockPool* blocks, kv::StateCache* slots,
-            kv::SnapshotCache* snapshots = nullptr);
+            kv::SnapshotCache* snapshots = nullptr, KvTiers* tiers = nullptr);
 
   // Adds a waiting sequence (order must exceed every earlier one).
   void AddWaiting(Sequence* seq);
@@ -214,6 +227,12 @@ class Scheduler {
     std::shared_ptr<const kv::StateSnapshot> restore;
     bool approximate = false;
     int64_t cached = 0, replayed = 0;
+    // Blocks after `blocks` read from the host tier (swapped into new pool blocks on
+    // admission), and how many of them the request's fetch brought from the store.
+    std::vector<kv::StoredBlock> host_blocks;
+    // Of the cached blocks below L0: how many came from the host tier / from the store.
+    int64_t host_cached_blocks = 0;
+    int64_t store_blocks = 0;
   };
   bool EnsureBlocks(Sequence* seq, int64_t end);
   void Preempt(Sequence* seq);
@@ -230,11 +249,18 @@ class Scheduler {
   bool snapshots_enabled() const;
   // Stores a sequence's kept decode snapshot (finish, abort, preemption).
   void StoreDecodeSnapshot(Sequence* seq);
+  // Blocks the hit rule may cover for `seq` (cap / 128) and whether the cap is relaxed.
+  int64_t MaxHitBlocks(const Sequence* seq) const;
+  // Starts the fetch of the prompt's blocks missing from the pool (new sample-0 sequences).
+  void StartFetch(Sequence* seq);
+  // Writes a newly registered block back to the tiers.
+  void WriteBack(const Sequence* seq, int64_t j);
 
   SchedulerConfig config_;
   kv::BlockPool* blocks_;
   kv::StateCache* slots_;
   kv::SnapshotCache* snapshots_;
+  KvTiers* tiers_;
   PrefixCacheCounters counters_;
   std::vector<Sequence*> running_;  // by order, oldest first
   std::deque<Sequence*> waiting_;   // by order, oldest first

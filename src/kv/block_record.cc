@@ -18,7 +18,9 @@ constexpr size_t kOffKey = 24;
 constexpr size_t kOffParent = 40;
 constexpr size_t kOffNumTokens = 56;
 constexpr size_t kOffClass = 60;
-constexpr size_t kOffReserved = 61;
+constexpr size_t kOffFlags = 61;
+constexpr size_t kOffReserved = 62;
+constexpr uint8_t kFlagApproximate = 1;
 constexpr size_t kOffPayloadBytes = 64;
 constexpr size_t kOffPayloadChecksum = 72;
 constexpr size_t kOffTokens = 80;
@@ -83,6 +85,7 @@ absl::StatusOr<std::string> EncodeBlockRecord(const BlockMeta& meta, std::string
   meta.parent.EncodeTo(h + kOffParent);
   Put<uint32_t>(h + kOffNumTokens, kKeyBlockTokens);
   h[kOffClass] = static_cast<uint8_t>(meta.traffic_class);
+  h[kOffFlags] = meta.approximate ? kFlagApproximate : 0;
   Put<uint64_t>(h + kOffPayloadBytes, payload.size());
   Put<uint64_t>(h + kOffPayloadChecksum, Checksum(payload.data(), payload.size()));
   for (int i = 0; i < kKeyBlockTokens; ++i) {
@@ -120,7 +123,10 @@ absl::StatusOr<BlockRecordHeader> DecodeBlockRecordHeader(std::string_view bytes
   if (h[kOffClass] >= kNumTrafficClasses) {
     return absl::DataLossError(absl::StrCat("block record: bad traffic class ", h[kOffClass]));
   }
-  if (h[kOffReserved] != 0 || h[kOffReserved + 1] != 0 || h[kOffReserved + 2] != 0) {
+  if ((h[kOffFlags] & ~kFlagApproximate) != 0) {
+    return absl::DataLossError(absl::StrCat("block record: unknown flags ", h[kOffFlags]));
+  }
+  if (h[kOffReserved] != 0 || h[kOffReserved + 1] != 0) {
     return absl::DataLossError("block record: reserved bytes are not zero");
   }
   BlockRecordHeader out;
@@ -130,6 +136,7 @@ absl::StatusOr<BlockRecordHeader> DecodeBlockRecordHeader(std::string_view bytes
   m.key = BlockKey::DecodeFrom(h + kOffKey);
   m.parent = BlockKey::DecodeFrom(h + kOffParent);
   m.traffic_class = static_cast<TrafficClass>(h[kOffClass]);
+  m.approximate = (h[kOffFlags] & kFlagApproximate) != 0;
   for (int i = 0; i < kKeyBlockTokens; ++i) {
     m.tokens[i] = static_cast<int32_t>(Get<uint32_t>(h + kOffTokens + 4 * i));
   }

@@ -8,7 +8,8 @@
 //     6   u16  header bytes (600)
 //     8   u64  layout id            16  u64  cache salt
 //     24  16B  key (lo, hi)         40  16B  parent key (lo, hi)
-//     56  u32  token count (128)    60  u8   traffic class   61  3B reserved (zero)
+//     56  u32  token count (128)    60  u8   traffic class   61  u8 flags (bit 0: approximate)
+//     62  2B reserved (zero)
 //     64  u64  payload bytes        72  u64  payload checksum XXH3-64(payload, seed)
 //     80  128 x u32 token ids
 //     592 u64  header checksum XXH3-64(bytes [0, 592), seed)
@@ -36,7 +37,7 @@
 namespace deepinfer::kv {
 
 inline constexpr uint32_t kBlockRecordMagic = 0x564B4944;  // "DIKV" as LE bytes
-inline constexpr uint16_t kBlockRecordVersion = 1;
+inline constexpr uint16_t kBlockRecordVersion = 2;  // 2: flags byte (approximate)
 inline constexpr size_t kBlockRecordHeaderBytes = 600;
 // Seed of the record checksums (XXH3-64), "kvrecrd1" as a big-endian ASCII u64.
 inline constexpr uint64_t kRecordChecksumSeed = 0x6B76726563726431ull;
@@ -57,6 +58,9 @@ struct BlockMeta {
   uint64_t cache_salt = 0;
   uint64_t layout_id = 0;
   TrafficClass traffic_class = TrafficClass::kChat;
+  // The block's KV was computed from a replayed (approximate) window state (KV-CACHE.md §5):
+  // exact-mode prefix caches never reuse it. Not part of the key.
+  bool approximate = false;
   std::array<int32_t, kKeyBlockTokens> tokens{};
 };
 

@@ -42,7 +42,7 @@ TEST(BlockRecordTest, RoundTripAndDocumentedLayout) {
 
   // Layout checked by hand against docs/kv-format.md §2.
   EXPECT_EQ(rec.substr(0, 4), "DIKV");
-  EXPECT_EQ(static_cast<uint8_t>(rec[4]), 1);  // version 1, LE
+  EXPECT_EQ(static_cast<uint8_t>(rec[4]), 2);  // version 2, LE
   EXPECT_EQ(static_cast<uint8_t>(rec[5]), 0);
   EXPECT_EQ(static_cast<uint8_t>(rec[6]) | (static_cast<uint8_t>(rec[7]) << 8), 600);
   EXPECT_EQ(LeU64(rec, 8), 77u);
@@ -53,6 +53,7 @@ TEST(BlockRecordTest, RoundTripAndDocumentedLayout) {
   EXPECT_EQ(LeU64(rec, 48), parent.hi);
   EXPECT_EQ(static_cast<uint8_t>(rec[56]), 128);
   EXPECT_EQ(static_cast<uint8_t>(rec[60]), 1);  // agent
+  EXPECT_EQ(static_cast<uint8_t>(rec[61]), 0);  // flags: exact
   EXPECT_EQ(LeU64(rec, 64), 1000u);
   EXPECT_EQ(LeU64(rec, 72),
             XXH3_64bits_withSeed(payload.data(), payload.size(), 0x6B76726563726431ull));
@@ -131,6 +132,20 @@ TEST(BlockRecordTest, TruncatedExtendedAndWrongKeyAreDataLoss) {
   EXPECT_THAT(DecodeBlockRecord(rec, other), StatusIs(absl::StatusCode::kDataLoss));
   ASSERT_OK_AND_ASSIGN(BlockRecordHeader h, DecodeBlockRecordHeader(rec.substr(0, 600)));
   EXPECT_EQ(h.payload_bytes, 300u);
+}
+
+TEST(BlockRecordTest, ApproximateFlagRoundTripsAndUnknownFlagsAreDataLoss) {
+  BlockMeta meta = MakeBlockMeta(kRootBlockKey, 1, 2, Tokens(0));
+  meta.approximate = true;
+  ASSERT_OK_AND_ASSIGN(std::string rec, EncodeBlockRecord(meta, Payload(64, 1)));
+  EXPECT_EQ(static_cast<uint8_t>(rec[61]), 1);
+  ASSERT_OK_AND_ASSIGN(DecodedBlockRecord d, DecodeBlockRecord(rec, meta.key));
+  EXPECT_TRUE(d.meta.approximate);
+  // An unknown flag bit (with a valid header checksum) is refused.
+  rec[61] = 3;
+  const uint64_t sum = XXH3_64bits_withSeed(rec.data(), 592, 0x6B76726563726431ull);
+  for (int i = 0; i < 8; ++i) rec[592 + i] = static_cast<char>((sum >> (8 * i)) & 0xFF);
+  EXPECT_EQ(DecodeBlockRecord(rec).status().code(), absl::StatusCode::kDataLoss);
 }
 
 }  // namespace
