@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,7 @@
 #include "tools/cli_flags.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
+#include "tools/kv_tier_flags.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -72,6 +74,7 @@ int RunServe(int argc, char** argv) {
   flags.AddString("shutdown-timeout", "10", "seconds in-flight requests get on SIGINT/SIGTERM");
   flags.AddBool("async-scheduling", true, "overlap engine planning with the forward");
   AddPrefixCacheFlags(flags);
+  AddKvTierFlags(flags);
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   std::string model_dir = flags.GetString("model");
   if (model_dir.empty()) model_dir = Env().hf_model_dir;
@@ -143,6 +146,11 @@ int RunServe(int argc, char** argv) {
   LOG(INFO) << "loaded " << info.architecture << " from " << model_dir << " ("
             << info.num_parameters << " parameters, context " << info.max_context << ") in "
             << load_watch.ElapsedSeconds() << " s; CPU kernels: " << IsaName(kernels::KernelIsa());
+  // The KV tiers (L1 host shared memory, L2 store) outlive the engine that uses them.
+  absl::StatusOr<std::unique_ptr<KvTierSetup>> tiers = SetUpKvTiers(flags, (*model)->kv_layout());
+  if (!tiers.ok()) return Fail(tiers.status());
+  engine_config.tiers = (*tiers)->options;
+  if (!(*tiers)->description.empty()) LOG(INFO) << "KV tiers: " << (*tiers)->description;
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
       engine::Engine::Create(*std::move(model), engine_config);
   if (!engine.ok()) return Fail(engine.status());
@@ -174,6 +182,15 @@ int RunServe(int argc, char** argv) {
   // In-flight handlers finish within the deadline; after it their sockets are shut down, the
   // handlers see the client gone and abort their engine requests.
   (*server)->Shutdown(shutdown_timeout_s * 1000);
+  if (const int stuck = (*server)->open_connections(); stuck > 0) {
+    // A request thread busy in work that never looks at its socket (e.g. a huge JSON body being
+    // parsed) must not hold the process past its deadline: exit without unwinding the objects
+    // that thread may still use.
+    LOG(WARNING) << "exiting with " << stuck << " request thread(s) still running";
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(0);
+  }
   (*engine)->Shutdown(0);
   LOG(INFO) << "shut down cleanly";
   return 0;

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
+#include "api/json_body.h"
 #include "api/openai_codec.h"
 #include "common/strings.h"
 
@@ -86,9 +87,10 @@ const Json* Field(const Json& obj, const char* name) {
 }
 
 absl::StatusOr<Json> ParseObjectBody(std::string_view body) {
-  Json j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Bad("", "the request body is not valid JSON");
-  if (!j.is_object()) return Bad("", "the request body must be a JSON object");
+  absl::StatusOr<Json> j = ParseJsonLinear(body);
+  if (!j.ok() && !ErrorCode(j.status()).empty()) return j.status();
+  if (!j.ok()) return Bad("", "the request body is not valid JSON");
+  if (!j->is_object()) return Bad("", "the request body must be a JSON object");
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/codec_util.h"
 #include "api/errors.h"
+#include "api/json_body.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "protocol/py_json.h"
@@ -324,9 +325,11 @@ absl::Status ParseTools(const Json& obj, protocol::Conversation* conv) {
 }  // namespace
 
 absl::StatusOr<MessagesRequest> ParseMessagesRequest(std::string_view body, bool count_tokens) {
-  Json obj = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (obj.is_discarded()) return Bad("", "The request body is not valid JSON.");
-  if (!obj.is_object()) return Bad("", "The request body must be a JSON object.");
+  absl::StatusOr<Json> parsed = ParseJsonLinear(body);
+  if (!parsed.ok() && !ErrorCode(parsed.status()).empty()) return parsed.status();
+  if (!parsed.ok()) return Bad("", "The request body is not valid JSON.");
+  if (!parsed->is_object()) return Bad("", "The request body must be a JSON object.");
+  Json obj = *std::move(parsed);
   MessagesRequest req;
   const Json* model = Field(obj, "model");
   RETURN_IF_ERROR(NeedString(model, "model"));

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/codec_util.h"
 #include "api/errors.h"
+#include "api/json_body.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "protocol/py_json.h"
@@ -22,15 +23,16 @@ using codec_util::Json;
 using codec_util::WrongType;
 
 absl::StatusOr<Json> ParseObject(std::string_view body) {
-  Json j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
+  absl::StatusOr<Json> parsed = ParseJsonLinear(body);
+  if (!parsed.ok() && !ErrorCode(parsed.status()).empty()) return parsed.status();
+  if (!parsed.ok()) {
     return Bad("",
                "We could not parse the JSON body of your request. (HINT: This likely means "
                "you aren't using your HTTP library correctly. The OpenAI API expects a JSON "
                "payload, but what was sent was not valid JSON.)");
   }
-  if (!j.is_object()) return Bad("", "the request body must be a JSON object");
-  return j;
+  if (!parsed->is_object()) return Bad("", "the request body must be a JSON object");
+  return parsed;
 }
 
 absl::Status GetString(const Json& obj, const char* name, std::string* out) {

@@ -32,7 +32,8 @@
 //
 // Threading: Handle() runs on HTTP worker threads (one per connection) and does all JSON,
 // templating, tokenization and detokenization there; it talks to the engine only through
-// Engine::Submit / Abort / Stats and the per-request RequestStream. A closed client connection
+// EngineBackend (api/engine_backend.h: Submit / Abort / Stats / model_info / ResetPrefixCache)
+// and the per-request RequestStream. A closed client connection
 // aborts the engine request at once (freeing its KV); one request's failure never affects others.
 // Every finished generation request logs one line (id, prompt / cached / replayed / generated
 // tokens, TTFT, TPOT, total, status).
@@ -46,6 +47,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "api/engine_backend.h"
 #include "engine/engine.h"
 #include "http/metrics.h"
 #include "http/server.h"
@@ -72,6 +74,8 @@ class ApiServer {
   // here from the model type (protocol::ModelFamilyFromModelType) and the tokenizer's control
   // tokens; when either is missing chat requests get a 400 naming the reason.
   ApiServer(engine::Engine* engine, const Tokenizer* tokenizer, ApiServerOptions options);
+  // The same over any backend (not owned; must outlive the server), e.g. a remote one.
+  ApiServer(EngineBackend* backend, const Tokenizer* tokenizer, ApiServerOptions options);
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
@@ -94,10 +98,14 @@ class ApiServer {
 
   http::MetricsRegistry& metrics() { return metrics_; }
 
-  struct Impl;  // request handling helpers (openai_server.cc)
+  struct Impl;  // request handling helpers (server_internal.h)
 
  private:
-  engine::Engine* engine_;
+  // Decides chat support and builds the handlers (both constructors, once backend_ is set).
+  void Init();
+
+  std::unique_ptr<EngineBackend> owned_backend_;  // set by the engine::Engine constructor
+  EngineBackend* backend_;
   const Tokenizer* tokenizer_;
   ApiServerOptions options_;
   std::optional<protocol::ModelFamily> family_;

@@ -13,45 +13,55 @@ StopMatcher::StopMatcher(std::vector<std::string> stops) {
   }
 }
 
-std::string StopMatcher::Push(std::string_view text) {
+std::string StopMatcher::Push(std::string_view text) { return Resolve(text, /*final=*/false); }
+
+std::string StopMatcher::Flush() { return Resolve("", /*final=*/true); }
+
+std::string StopMatcher::Resolve(std::string_view text, bool final) {
   if (stopped_) return "";
   held_.append(text);
   if (stops_.empty()) return std::exchange(held_, std::string());
-  // Earliest complete match wins (ties: the stop listed first).
+  // Earliest complete match; at equal positions the shorter one (it completes first).
   size_t best = std::string::npos;
-  for (const std::string& s : stops_) {
-    size_t pos = held_.find(s);
-    if (pos != std::string::npos && pos < best) {
-      best = pos;
-      matched_ = s;
+  const std::string* best_stop = nullptr;
+  if (armed_) {
+    for (const std::string& s : stops_) {
+      const size_t p = held_.find(s);
+      if (p != std::string::npos && (p < best || (p == best && s.size() < best_stop->size()))) {
+        best = p;
+        best_stop = &s;
+      }
     }
   }
-  if (best != std::string::npos) {
+  // Earliest position whose suffix is a proper prefix of some stop string: a live partial match
+  // that more text could complete (none at the end of the stream).
+  size_t live = held_.size();
+  if (!final) {
+    const size_t from = held_.size() >= max_len_ ? held_.size() - max_len_ + 1 : 0;
+    for (size_t q = from; q < held_.size() && q < live; ++q) {
+      const std::string_view tail = std::string_view(held_).substr(q);
+      for (const std::string& s : stops_) {
+        if (s.size() > tail.size() && std::string_view(s).substr(0, tail.size()) == tail) {
+          live = q;
+          break;
+        }
+      }
+    }
+  }
+  if (best_stop != nullptr && best <= live) {
+    // No partial match that starts earlier can still complete: the stream ends here.
     stopped_ = true;
+    matched_ = *best_stop;
     std::string out = held_.substr(0, best);
     held_.clear();
     return out;
   }
-  // Hold back the longest suffix that is a proper prefix of some stop string.
-  size_t keep = 0;
-  for (size_t len = std::min(max_len_ - 1, held_.size()); len > 0; --len) {
-    std::string_view suffix(held_.data() + held_.size() - len, len);
-    bool is_prefix = std::any_of(stops_.begin(), stops_.end(), [&](const std::string& s) {
-      return s.size() > len && std::string_view(s).substr(0, len) == suffix;
-    });
-    if (is_prefix) {
-      keep = len;
-      break;
-    }
-  }
-  std::string out = held_.substr(0, held_.size() - keep);
-  held_.erase(0, held_.size() - keep);
+  // A complete match with an earlier live partial one is held (with everything after the
+  // partial's start) until the partial completes or dies.
+  const size_t emit = best_stop != nullptr ? std::min(best, live) : live;
+  std::string out = held_.substr(0, emit);
+  held_.erase(0, emit);
   return out;
-}
-
-std::string StopMatcher::Flush() {
-  if (stopped_) return "";
-  return std::exchange(held_, std::string());
 }
 
 }  // namespace deepinfer::api

@@ -141,7 +141,7 @@ MetricsRegistry::Series* MetricsRegistry::FindOrAdd(const std::string& name,
 
 Counter* MetricsRegistry::GetCounter(const std::string& name, const std::string& help,
                                      const Labels& labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Series* s = FindOrAdd(name, help, Kind::kCounter, labels);
   if (!s->counter) s->counter = std::make_unique<Counter>();
   return s->counter.get();
@@ -149,7 +149,7 @@ Counter* MetricsRegistry::GetCounter(const std::string& name, const std::string&
 
 Gauge* MetricsRegistry::GetGauge(const std::string& name, const std::string& help,
                                  const Labels& labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Series* s = FindOrAdd(name, help, Kind::kGauge, labels);
   if (!s->gauge) s->gauge = std::make_unique<Gauge>();
   return s->gauge.get();
@@ -158,7 +158,7 @@ Gauge* MetricsRegistry::GetGauge(const std::string& name, const std::string& hel
 Histogram* MetricsRegistry::GetHistogram(const std::string& name, const std::string& help,
                                          const std::vector<double>& upper_bounds,
                                          const Labels& labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Series* s = FindOrAdd(name, help, Kind::kHistogram, labels);
   if (!s->histogram) {
     // All series of a family share the bounds of the family's first series.
@@ -172,7 +172,7 @@ Histogram* MetricsRegistry::GetHistogram(const std::string& name, const std::str
 }
 
 std::string MetricsRegistry::RenderText() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::string out;
   for (const auto& [name, family] : families_) {
     const char* type = family.kind == Kind::kCounter ? "counter"

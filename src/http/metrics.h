@@ -21,10 +21,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace deepinfer::http {
 
@@ -119,10 +121,10 @@ class MetricsRegistry {
     std::vector<Series> series;
   };
   Series* FindOrAdd(const std::string& name, const std::string& help, Kind kind,
-                    const Labels& labels);
+                    const Labels& labels) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::string, Family> families_;  // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  std::map<std::string, Family> families_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace deepinfer::http

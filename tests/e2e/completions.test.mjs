@@ -129,6 +129,66 @@ describe('completions on stories260K', { skip }, () => {
     assert.equal(r.choices[0].finish_reason, 'stop');
   });
 
+  // Issue 22 §6: the golden text goes on ", there was a little girl named Lily." Expected cuts by
+  // hand: before the earliest occurrence of any stop string, stream and non-stream alike.
+  test('overlapping stop strings: the earliest occurrence wins, a dead partial falls back', async () => {
+    const cases = [
+      [['a little girl', 'ttle'], ', there was '],  // "a little girl" starts before "ttle"
+      [['a little boy', 'ttle'], ', there was a li'],  // the earlier partial match dies
+    ];
+    for (const [stop, want] of cases) {
+      const body = { model: 'stories260K', prompt: golden.prompt, max_tokens: 24, temperature: 0, stop };
+      const r = await client.completions.create(body);
+      assert.equal(r.choices[0].text, want, JSON.stringify(stop));
+      assert.equal(r.choices[0].finish_reason, 'stop');
+      let text = '';
+      for await (const chunk of await client.completions.create({ ...body, stream: true })) {
+        for (const c of chunk.choices) text += c.text;
+      }
+      assert.equal(text, want, `stream ${JSON.stringify(stop)}`);
+    }
+  });
+
+  test('min_tokens holds stop strings back until reached (vLLM)', async () => {
+    const r = await client.completions.create({
+      model: 'stories260K', prompt: golden.prompt, max_tokens: golden.max_new_tokens,
+      temperature: 0, stop: [' Lily'], min_tokens: golden.max_new_tokens,
+    });
+    assert.equal(r.choices[0].text, expected);
+    assert.equal(r.choices[0].finish_reason, 'length');
+  });
+
+  test('echo + logprobs: text_offset is the character offset of each token in the text', async () => {
+    const r = await client.completions.create({
+      model: 'stories260K', prompt: golden.prompt, max_tokens: 4, temperature: 0, logprobs: 1, echo: true,
+    });
+    const { text } = r.choices[0];
+    const lp = r.choices[0].logprobs;
+    assert.ok(text.startsWith(golden.prompt));
+    // BOS adds no text and "▁Once" loses its leading space at the start: both start at 0.
+    assert.equal(lp.text_offset[0], 0);
+    assert.equal(lp.text_offset[1], 0);
+    assert.equal(text.slice(0, 4), 'Once');
+    for (let i = 2; i < lp.tokens.length; i++) {
+      assert.ok(lp.text_offset[i] >= lp.text_offset[i - 1]);
+      const tokenText = lp.tokens[i].replace(/▁/g, ' ');
+      assert.equal(text.slice(lp.text_offset[i], lp.text_offset[i] + tokenText.length), tokenText, `token ${i}`);
+    }
+  });
+
+  test('echo + logprobs with n=2: every choice has the prompt logprobs', async () => {
+    const r = await client.completions.create({
+      model: 'stories260K', prompt: golden.prompt, max_tokens: 2, temperature: 1, seed: 7, n: 2,
+      logprobs: 1, echo: true,
+    });
+    assert.equal(r.choices.length, 2);
+    const n = golden.prompt_ids.length;
+    const [a, b] = r.choices.map((c) => c.logprobs.token_logprobs.slice(0, n));
+    assert.equal(a[0], null);
+    assert.ok(a.slice(1).every((v) => typeof v === 'number' && v <= 0));
+    assert.deepEqual(b, a);
+  });
+
   test('n=2 with a seed: two different samples, reproducible', async () => {
     const req = { model: 'stories260K', prompt: golden.prompt, max_tokens: 24, temperature: 1, n: 2, seed: 1234 };
     const a = await client.completions.create(req);

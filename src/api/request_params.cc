@@ -1,0 +1,95 @@
+// SamplingParams from the API sampling fields, with the context-length and KV-capacity checks.
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "api/errors.h"
+#include "api/server_internal.h"
+#include "model/kv_layout.h"
+
+namespace deepinfer::api {
+
+using OJson = nlohmann::ordered_json;
+using engine::StepOutput;
+
+absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
+    const SamplingFields& f, int64_t prompt_len, const char* prompt_param,
+    int64_t default_max_tokens) const {
+  const int64_t max_ctx = s->backend_->model_info().max_context;
+  const engine::EngineStats stats = s->backend_->Stats();
+  const int64_t kv_tokens = stats.kv_blocks_total * model::kBlockTokens;
+  if (prompt_len >= max_ctx) {
+    return WithParam(
+        WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                          "This model's maximum context length is ", max_ctx,
+                          " tokens. However, your ", prompt_param, " resulted in ", prompt_len,
+                          " tokens. Please reduce the length of the ", prompt_param, ".")),
+                      "context_length_exceeded"),
+        prompt_param);
+  }
+  if (kv_tokens > 0 && prompt_len >= kv_tokens) {
+    return WithParam(WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                                       "Your ", prompt_param, " resulted in ", prompt_len,
+                                       " tokens, more than the KV cache of this server holds (",
+                                       kv_tokens, " tokens).")),
+                                   "context_length_exceeded"),
+                     prompt_param);
+  }
+  int64_t limit = max_ctx;
+  if (kv_tokens > 0) limit = std::min(limit, kv_tokens);
+  int64_t max_tokens = 0;
+  if (f.max_tokens) {
+    if (prompt_len + *f.max_tokens > max_ctx) {
+      return WithParam(
+          WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                            "This model's maximum context length is ", max_ctx,
+                            " tokens. However, you requested ", prompt_len + *f.max_tokens,
+                            " tokens (", prompt_len, " in the ", prompt_param, ", ", *f.max_tokens,
+                            " in the completion). Please reduce the length of the ", prompt_param,
+                            " or completion.")),
+                        "context_length_exceeded"),
+          f.max_tokens_param);
+    }
+    if (prompt_len + *f.max_tokens > limit) {
+      return WithParam(
+          WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                            "You requested ", prompt_len + *f.max_tokens, " tokens (", prompt_len,
+                            " in the ", prompt_param, ", ", *f.max_tokens,
+                            " in the completion), more than the KV cache of this server holds (",
+                            kv_tokens, " tokens).")),
+                        "context_length_exceeded"),
+          f.max_tokens_param);
+    }
+    max_tokens = *f.max_tokens;
+  } else {
+    max_tokens = limit - prompt_len;
+    if (default_max_tokens > 0) max_tokens = std::min(max_tokens, default_max_tokens);
+  }
+  engine::SamplingParams p;
+  p.temperature = static_cast<float>(f.temperature.value_or(1.0));
+  p.top_p = static_cast<float>(f.top_p.value_or(1.0));
+  if (f.top_k) p.top_k = *f.top_k;
+  if (f.min_p) p.min_p = static_cast<float>(*f.min_p);
+  p.presence_penalty = static_cast<float>(f.presence_penalty);
+  p.frequency_penalty = static_cast<float>(f.frequency_penalty);
+  if (f.repetition_penalty) p.repetition_penalty = static_cast<float>(*f.repetition_penalty);
+  // The engine checks this too; here the 400 can name the parameter.
+  const int64_t vocab = s->backend_->model_info().vocab_size;
+  for (const auto& [id, bias] : f.logit_bias) {
+    if (id >= vocab) {
+      return WithParam(
+          absl::InvalidArgumentError(absl::StrCat("logit_bias token id ", id,
+                                                  " is outside the vocabulary [0, ", vocab, ").")),
+          "logit_bias");
+    }
+  }
+  p.logit_bias = f.logit_bias;
+  p.n = f.n;
+  p.seed = f.seed;
+  p.max_tokens = static_cast<int>(std::min<int64_t>(max_tokens, INT32_MAX));
+  if (f.min_tokens) p.min_tokens = static_cast<int>(std::min<int64_t>(*f.min_tokens, p.max_tokens));
+  p.ignore_eos = f.ignore_eos;
+  return p;
+}
+
+}  // namespace deepinfer::api

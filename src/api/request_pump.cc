@@ -1,0 +1,87 @@
+// A generation request's life after its parameters are built: submission to the backend, the
+// streaming pump (client disconnects, early stop) and the finished request's log line + metrics.
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "api/errors.h"
+#include "api/server_internal.h"
+#include "common/clock.h"
+#include "common/logging.h"
+
+namespace deepinfer::api {
+
+using OJson = nlohmann::ordered_json;
+using engine::StepOutput;
+
+absl::StatusOr<std::shared_ptr<engine::RequestStream>> ApiServer::Impl::Submit(
+    engine::GenerateRequest request) {
+  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
+      s->backend_->Submit(std::move(request));
+  if (stream.ok()) return stream;
+  const absl::Status& st = stream.status();
+  if (st.code() == absl::StatusCode::kFailedPrecondition) {
+    return absl::UnavailableError(
+        absl::StrCat("the engine is not accepting requests: ", st.message()));
+  }
+  if (st.code() == absl::StatusCode::kResourceExhausted) {
+    return WithErrorCode(absl::ResourceExhaustedError(absl::StrCat(
+                             "The server is overloaded: ", st.message(), ". Retry later.")),
+                         "overloaded");
+  }
+  return st;
+}
+
+ApiServer::Impl::PumpEnd ApiServer::Impl::Pump(engine::RequestStream& stream,
+                                               http::ResponseWriter& w,
+                                               const std::function<bool(StepOutput&)>& on_output,
+                                               const std::function<bool()>& done) {
+  const int poll_ms = std::max(1, s->options_.poll_interval_ms);
+  int64_t last_check = MonotonicNanos();
+  for (;;) {
+    if (done()) {
+      if (!stream.finished()) s->backend_->Abort(stream.request_id());
+      return PumpEnd::kDone;
+    }
+    std::optional<StepOutput> out = stream.Next(std::chrono::milliseconds(poll_ms));
+    if (out) {
+      if (!on_output(*out)) {
+        s->backend_->Abort(stream.request_id());
+        return PumpEnd::kClientGone;
+      }
+    } else if (stream.finished()) {
+      return PumpEnd::kDone;
+    }
+    int64_t now = MonotonicNanos();
+    if (!out || now - last_check > int64_t{poll_ms} * 1000000) {
+      last_check = now;
+      if (w.ClientClosed()) {
+        s->backend_->Abort(stream.request_id());
+        return PumpEnd::kClientGone;
+      }
+    }
+  }
+}
+
+void ApiServer::Impl::Finish(const RequestRecord& r, int status) {
+  const int64_t now = MonotonicNanos();
+  const double total_s = r.arrival_ns > 0 ? (now - r.arrival_ns) * 1e-9 : 0.0;
+  const double ttft_s = r.first_token_ns > 0 ? (r.first_token_ns - r.arrival_ns) * 1e-9 : -1;
+  const double tpot_s = r.generated_tokens > 1 && r.last_token_ns > r.first_token_ns
+                            ? (r.last_token_ns - r.first_token_ns) * 1e-9 /
+                                  static_cast<double>(r.generated_tokens - 1)
+                            : -1;
+  prompt_tokens->Inc(static_cast<double>(r.prompt_tokens));
+  generation_tokens->Inc(static_cast<double>(r.generated_tokens));
+  if (ttft_s >= 0) ttft->Observe(ttft_s);
+  if (tpot_s >= 0) tpot->Observe(tpot_s);
+  e2e->Observe(total_s);
+  LOG(INFO) << "request " << r.id << " " << r.route << " status=" << status
+            << " prompt_tokens=" << r.prompt_tokens << " cached_tokens=" << r.cached_tokens
+            << " replayed_tokens=" << r.replayed_tokens
+            << " generated_tokens=" << r.generated_tokens
+            << " ttft_ms=" << (ttft_s >= 0 ? ttft_s * 1e3 : 0.0)
+            << " tpot_ms=" << (tpot_s >= 0 ? tpot_s * 1e3 : 0.0) << " total_ms=" << total_s * 1e3;
+}
+
+}  // namespace deepinfer::api

@@ -1,0 +1,209 @@
+// Internal to deepinfer_api: what the route handlers of ApiServer share (openai_server.h).
+// One file per concept:
+//   openai_server.cc      ApiServer, routing, authentication, the model check, route metrics
+//   server_util.cc        small response helpers (ids, JSON / error responses, RecordingWriter)
+//   constraint_plan.cc    structured output of chat-like requests (response_format, forced tools)
+//   request_params.cc     SamplingParams from the API fields, with the context / KV checks
+//   request_pump.cc       submission, the streaming pump (disconnects, early stop), log + metrics
+//   chat_handler.cc       POST /v1/chat/completions
+//   completion_handler.cc POST /v1/completions
+//   codec_handler.cc      POST /v1/responses, /v1/messages, /v1/messages/count_tokens
+//   info_handlers.cc      /tokenize, /detokenize, /v1/models, /metrics, /reset_prefix_cache
+// Handlers reach the engine only through EngineBackend (api/engine_backend.h).
+#ifndef DEEPINFER_API_SERVER_INTERNAL_H_
+#define DEEPINFER_API_SERVER_INTERNAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "api/engine_backend.h"
+#include "api/engine_metrics.h"
+#include "api/openai_codec.h"
+#include "api/openai_server.h"
+#include "http/metrics.h"
+#include "http/server.h"
+#include "nlohmann/json.hpp"
+#include "protocol/conversation.h"
+#include "protocol/output_parser.h"
+#include "protocol/prompt_encoder.h"
+#include "structured/compiler.h"
+
+namespace deepinfer::api {
+
+// "<prefix><24 random alphanumerics>", unique enough to key live engine requests.
+std::string RandomId(std::string_view prefix);
+int64_t UnixSeconds();
+void SendJson(http::ResponseWriter& w, int status, const nlohmann::ordered_json& j);
+// /v1/messages and everything below it speak Anthropic's error shape.
+bool IsMessagesRoute(const std::string& path);
+// What an in-flight request gets when the server's drain deadline passes (a server-side
+// condition: Unavailable -> 503 / Anthropic 529 overloaded_error).
+absl::Status ServerClosingError();
+// An OpenAI-shaped error response (and the rejected request's log line).
+void SendError(http::ResponseWriter& w, const absl::Status& status);
+protocol::StreamEnd StreamEndFor(engine::FinishReason r);
+
+// Wraps the transport writer to remember the HTTP status the handler answered with.
+class RecordingWriter : public http::ResponseWriter {
+ public:
+  explicit RecordingWriter(http::ResponseWriter& inner) : inner_(inner) {}
+  void Send(int status, std::string_view content_type, std::string body,
+            const std::map<std::string, std::string>& extra_headers) override {
+    status_ = status;
+    inner_.Send(status, content_type, std::move(body), extra_headers);
+  }
+  bool BeginStream(int status, std::string_view content_type) override {
+    status_ = status;
+    return inner_.BeginStream(status, content_type);
+  }
+  bool WriteChunk(std::string_view data) override { return inner_.WriteChunk(data); }
+  void EndStream() override { inner_.EndStream(); }
+  bool ClientClosed() override { return inner_.ClientClosed(); }
+  bool ServerClosing() override { return inner_.ServerClosing(); }
+  int status() const { return status_; }
+  // Overrides the recorded status (e.g. 499 when the client left mid-stream).
+  void set_status(int status) { status_ = status; }
+
+ private:
+  http::ResponseWriter& inner_;
+  int status_ = 0;
+};
+
+// A Chat/Completions request cut off by the shutdown deadline: a stream ends with an error chunk
+// and [DONE], a non-stream request gets the error response; either way the status is logged as
+// the server-side 503.
+void EndOpenAiRequestForShutdown(RecordingWriter& w, bool stream_mode);
+
+// Timing and token counts of one generation request, for the log line and the metrics.
+struct RequestRecord {
+  std::string id;
+  std::string route;
+  int64_t prompt_tokens = 0;
+  // The request's prefix-cache hit: sample 0's (with n > 1 the other samples fork its prompt).
+  int64_t cached_tokens = 0;
+  int64_t replayed_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t arrival_ns = 0;
+  int64_t first_token_ns = 0;  // 0 = no token
+  int64_t last_token_ns = 0;
+  void Observe(const engine::StepOutput& o) {
+    if (arrival_ns == 0) arrival_ns = o.arrival_ns;
+    prompt_tokens = o.prompt_tokens;
+    if (o.sample_index == 0) {
+      cached_tokens = o.cached_tokens;
+      replayed_tokens = o.replayed_tokens;
+    }
+    generated_tokens += static_cast<int64_t>(o.token_ids.size());
+    if (o.first_token_ns > 0 && (first_token_ns == 0 || o.first_token_ns < first_token_ns)) {
+      first_token_ns = o.first_token_ns;
+    }
+    if (!o.token_ids.empty()) last_token_ns = std::max(last_token_ns, o.now_ns);
+  }
+};
+
+struct ApiServer::Impl {
+  // Registers the request metrics in the server's registry.
+  explicit Impl(ApiServer* server);
+
+  // The compiled grammar for a Chat-shaped response_format (json_object / json_schema),
+  // compiled off the engine thread by the grammar compiler (created on first use) and cached.
+  // Errors: InvalidArgument naming the unsupported schema keyword (-> 400).
+  absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> GrammarFor(
+      const protocol::ResponseFormat& format);
+  // The grammar compiler (created on first use).
+  structured::GrammarCompiler* Compiler() ABSL_LOCKS_EXCLUDED(grammar_mu);
+  absl::Mutex grammar_mu;
+  std::unique_ptr<structured::GrammarCompiler> grammar_compiler ABSL_GUARDED_BY(grammar_mu);
+
+  // Structured output of a chat-like request (docs/structured-output.md): response_format, or
+  // DSML tool calls for tool_choice required / named.
+  struct ConstraintPlan {
+    enum class Kind { kNone, kResponseFormat, kToolCalls };
+    Kind kind = Kind::kNone;
+    protocol::ToolChoice tool_choice;  // kToolCalls: the client's choice
+    bool parallel = true;              // kToolCalls with required: more than one call allowed
+  };
+  // Before encoding: picks the constraint and adapts the encoder input. response_format turns
+  // thinking off unless `thinking_requested` is true. tool_choice required / named in thinking
+  // mode is encoded as `auto` (the encoder, like DeepSeek's API, only prefills in chat mode) and
+  // the grammar then forces the block after `</think>`. Errors: InvalidArgument (400).
+  absl::StatusOr<ConstraintPlan> PlanConstraint(protocol::Conversation* conv,
+                                                std::optional<bool> thinking_requested,
+                                                bool parallel_tool_calls,
+                                                protocol::EncodeOptions* options);
+  // After encoding: the grammar and its start (`</think>` when the prompt opened reasoning) into
+  // `params`. Errors: InvalidArgument naming an unenforceable schema keyword (400), with the
+  // parameter set ("response_format" / "tools").
+  absl::Status ApplyConstraint(const ConstraintPlan& plan, const protocol::Conversation& conv,
+                               const protocol::EncodedPrompt& encoded,
+                               engine::SamplingParams* params);
+
+  void Route(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleChat(const http::HttpRequest& req, RecordingWriter& w);
+  // /v1/responses, /v1/messages, /v1/messages/count_tokens (the codecs over the same protocol).
+  enum class CodecApi { kResponses, kMessages, kCountTokens };
+  void HandleCodec(const http::HttpRequest& req, RecordingWriter& w, CodecApi api);
+  void HandleCompletion(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleTokenize(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleDetokenize(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleModels(const http::HttpRequest& req, RecordingWriter& w);
+  void HandleMetrics(RecordingWriter& w);
+  // POST /reset_prefix_cache (vLLM's route): Engine::ResetPrefixCache, then 200
+  // {"status": "ok"}.
+  void HandleResetPrefixCache(RecordingWriter& w);
+
+  // Errors: Unauthenticated (code invalid_api_key); the message of a missing key names the
+  // header the route's clients use (`anthropic`: x-api-key).
+  absl::Status CheckAuth(const http::HttpRequest& req, bool anthropic) const;
+  absl::Status CheckModel(const std::string& model) const;
+  std::string ModelName(const std::string& requested) const {
+    return s->options_.served_model_name.empty() ? requested : s->options_.served_model_name;
+  }
+  // SamplingParams for a prompt of `prompt_len` tokens, with the context / KV checks.
+  absl::StatusOr<engine::SamplingParams> BuildParams(const SamplingFields& f, int64_t prompt_len,
+                                                     const char* prompt_param,
+                                                     int64_t default_max_tokens) const;
+  absl::StatusOr<std::shared_ptr<engine::RequestStream>> Submit(engine::GenerateRequest request);
+
+  enum class PumpEnd { kDone, kClientGone };
+  // Feeds every StepOutput to `on_output` until `done()` or the stream ends. Aborts the engine
+  // request when the client disconnects (on_output returns false or ClientClosed()) or when
+  // done() turns true before the engine finished (stop strings).
+  PumpEnd Pump(engine::RequestStream& stream, http::ResponseWriter& w,
+               const std::function<bool(engine::StepOutput&)>& on_output,
+               const std::function<bool()>& done);
+
+  void Finish(const RequestRecord& r, int status);
+
+  std::string TokenText(int32_t id) const { return std::string(s->tokenizer_->TokenBytes(id)); }
+  std::vector<std::pair<std::string, double>> TopText(
+      const std::vector<std::pair<int32_t, float>>& top) const {
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& [id, lp] : top) out.emplace_back(TokenText(id), lp);
+    return out;
+  }
+
+  ApiServer* s;
+  http::Counter* prompt_tokens;
+  http::Counter* generation_tokens;
+  http::Histogram* ttft;
+  http::Histogram* tpot;
+  http::Histogram* e2e;
+  std::unique_ptr<EngineMetrics> engine_metrics;
+  http::Gauge* in_flight;
+};
+
+}  // namespace deepinfer::api
+
+#endif  // DEEPINFER_API_SERVER_INTERNAL_H_
