@@ -24,6 +24,10 @@ absl::StatusOr<std::unique_ptr<KvStoreClient>> KvStoreClient::Connect(
   return client;
 }
 
+std::unique_ptr<KvStoreClient> KvStoreClient::Create(const KvStoreClientConfig& config) {
+  return std::unique_ptr<KvStoreClient>(new KvStoreClient(config));
+}
+
 KvStoreClient::~KvStoreClient() {
   std::lock_guard<std::mutex> lock(mu_);
   for (int fd : idle_) close(fd);

@@ -35,6 +35,9 @@ class KvStoreClient : public kv::BlockStore {
  public:
   // Dials once to check the server is reachable: Unavailable naming host:port otherwise.
   static absl::StatusOr<std::unique_ptr<KvStoreClient>> Connect(const KvStoreClientConfig& config);
+  // A client that dials on first use: every call fails with Unavailable while the server is
+  // down and works once it is up (an engine keeps serving with a store that is down at start).
+  static std::unique_ptr<KvStoreClient> Create(const KvStoreClientConfig& config);
   ~KvStoreClient() override;
   KvStoreClient(const KvStoreClient&) = delete;
   KvStoreClient& operator=(const KvStoreClient&) = delete;
