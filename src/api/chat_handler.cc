@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
 #include "api/server_internal.h"
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace deepinfer::api {
@@ -12,6 +13,7 @@ using OJson = nlohmann::ordered_json;
 using engine::StepOutput;
 
 void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter& w) {
+  const int64_t arrival_ns = MonotonicNanos();
   absl::StatusOr<ChatCompletionRequest> parsed = ParseChatCompletionRequest(hreq.body);
   if (!parsed.ok()) return SendError(w, parsed.status());
   ChatCompletionRequest& req = *parsed;
@@ -40,6 +42,7 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   absl::StatusOr<protocol::EncodedPrompt> encoded =
       protocol::EncodePrompt(req.conversation, options);
   if (!encoded.ok()) return SendError(w, encoded.status());
+  if (absl::Status st = CheckPromptBound(*encoded, "messages"); !st.ok()) return SendError(w, st);
   absl::StatusOr<std::vector<int32_t>> ids = protocol::PromptToIds(*encoded, *s->tokenizer_);
   if (!ids.ok()) {
     return SendError(w, absl::InternalError(absl::StrCat("cannot tokenize the chat template: ",
@@ -100,6 +103,7 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   RequestRecord record;
   record.id = id;
   record.route = "chat";
+  record.arrival_ns = arrival_ns;
   absl::Status engine_error;
 
   auto write = [&](const OJson& j) { return w.WriteChunk(SseEvent(j)); };

@@ -5,6 +5,7 @@
 #include "api/messages_codec.h"
 #include "api/responses_codec.h"
 #include "api/server_internal.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/strings.h"
 
@@ -17,6 +18,7 @@ using engine::StepOutput;
 // model, prompt encoder and output parser as /v1/chat/completions; only the wire format differs.
 
 void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter& w, CodecApi api) {
+  const int64_t arrival_ns = MonotonicNanos();
   const bool anthropic = api != CodecApi::kResponses;
   auto fail = [&](const absl::Status& st) {
     if (!anthropic) return SendError(w, st);
@@ -79,6 +81,11 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   }
   absl::StatusOr<protocol::EncodedPrompt> encoded = protocol::EncodePrompt(*conv, options);
   if (!encoded.ok()) return fail(encoded.status());
+  if (api != CodecApi::kCountTokens) {
+    if (absl::Status st = CheckPromptBound(*encoded, anthropic ? "messages" : "input"); !st.ok()) {
+      return fail(st);
+    }
+  }
   absl::StatusOr<std::vector<int32_t>> ids = protocol::PromptToIds(*encoded, *s->tokenizer_);
   if (!ids.ok()) {
     return fail(absl::InternalError(
@@ -134,6 +141,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   RequestRecord record;
   record.id = id;
   record.route = anthropic ? "messages" : "responses";
+  record.arrival_ns = arrival_ns;
   absl::Status engine_error;
   bool done = false;
   bool in_reasoning = encoded->start == protocol::ParserStart::kReasoning;

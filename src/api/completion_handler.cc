@@ -6,6 +6,7 @@
 #include "api/errors.h"
 #include "api/server_internal.h"
 #include "api/stop_matcher.h"
+#include "common/clock.h"
 
 namespace deepinfer::api {
 
@@ -24,6 +25,7 @@ int64_t CharCount(std::string_view utf8) {
 }  // namespace
 
 void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingWriter& w) {
+  const int64_t arrival_ns = MonotonicNanos();
   absl::StatusOr<CompletionRequest> parsed = ParseCompletionRequest(hreq.body);
   if (!parsed.ok()) return SendError(w, parsed.status());
   CompletionRequest& req = *parsed;
@@ -47,6 +49,10 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
     prompt_text = tok.Decode(prompt);
   } else {
     prompt_text = req.prompt_text;
+    if (absl::Status st = CheckPromptBound(static_cast<int64_t>(prompt_text.size()), 1, "prompt");
+        !st.ok()) {
+      return SendError(w, st);
+    }
     if (tok.add_bos() && tok.bos_id() >= 0) prompt.push_back(tok.bos_id());
     std::vector<int32_t> text_ids = tok.EncodeText(req.prompt_text);
     prompt.insert(prompt.end(), text_ids.begin(), text_ids.end());
@@ -130,6 +136,7 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
   RequestRecord record;
   record.id = id;
   record.route = "completions";
+  record.arrival_ns = arrival_ns;
   absl::Status engine_error;
 
   // text_offset (OpenAI's legacy API): the character offset in the returned text (the echoed

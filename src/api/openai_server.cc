@@ -86,6 +86,10 @@ void ApiServer::Init() {
     }
   }
   impl_ = std::make_unique<Impl>(this);
+  for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+    impl_->max_token_bytes =
+        std::max<int64_t>(impl_->max_token_bytes, tokenizer_->TokenBytes(id).size());
+  }
 }
 
 ApiServer::~ApiServer() = default;

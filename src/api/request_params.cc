@@ -12,6 +12,38 @@ namespace deepinfer::api {
 using OJson = nlohmann::ordered_json;
 using engine::StepOutput;
 
+absl::Status ApiServer::Impl::CheckPromptBound(int64_t text_bytes, int64_t special_tokens,
+                                               const char* prompt_param) const {
+  const int64_t max_ctx = s->backend_->model_info().max_context;
+  // Each piece of n bytes encodes to at least ceil(n / max_token_bytes) tokens (at least one
+  // when non-empty); the sum over pieces is bounded below by the whole divided, rounded up.
+  const int64_t at_least =
+      special_tokens + (text_bytes + max_token_bytes - 1) / std::max<int64_t>(1, max_token_bytes);
+  if (at_least < max_ctx) return absl::OkStatus();
+  return WithParam(
+      WithErrorCode(
+          absl::InvalidArgumentError(absl::StrCat(
+              "This model's maximum context length is ", max_ctx, " tokens. However, your ",
+              prompt_param, " has ", text_bytes, " bytes of text, at least ", at_least,
+              " tokens. Please reduce the length of the ", prompt_param, ".")),
+          "context_length_exceeded"),
+      prompt_param);
+}
+
+absl::Status ApiServer::Impl::CheckPromptBound(const protocol::EncodedPrompt& prompt,
+                                               const char* prompt_param) const {
+  int64_t bytes = 0;
+  int64_t special = 0;
+  for (const protocol::PromptPiece& p : prompt.pieces) {
+    if (p.special) {
+      ++special;
+    } else {
+      bytes += static_cast<int64_t>(p.text.size());
+    }
+  }
+  return CheckPromptBound(bytes, special, prompt_param);
+}
+
 absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
     const SamplingFields& f, int64_t prompt_len, const char* prompt_param,
     int64_t default_max_tokens) const {

@@ -80,7 +80,7 @@ void ApiServer::Impl::Finish(const RequestRecord& r, int status) {
             << " prompt_tokens=" << r.prompt_tokens << " cached_tokens=" << r.cached_tokens
             << " replayed_tokens=" << r.replayed_tokens
             << " generated_tokens=" << r.generated_tokens
-            << " ttft_ms=" << (ttft_s >= 0 ? ttft_s * 1e3 : 0.0)
+            << " ttft_ms=" << (ttft_s >= 0 ? absl::StrCat(ttft_s * 1e3) : std::string("none"))
             << " tpot_ms=" << (tpot_s >= 0 ? tpot_s * 1e3 : 0.0) << " total_ms=" << total_s * 1e3;
 }
 

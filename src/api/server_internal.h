@@ -94,7 +94,7 @@ struct RequestRecord {
   int64_t cached_tokens = 0;
   int64_t replayed_tokens = 0;
   int64_t generated_tokens = 0;
-  int64_t arrival_ns = 0;
+  int64_t arrival_ns = 0;      // when the handler started (0: the engine's arrival)
   int64_t first_token_ns = 0;  // 0 = no token
   int64_t last_token_ns = 0;
   void Observe(const engine::StepOutput& o) {
@@ -171,6 +171,17 @@ struct ApiServer::Impl {
     return s->options_.served_model_name.empty() ? requested : s->options_.served_model_name;
   }
   // SamplingParams for a prompt of `prompt_len` tokens, with the context / KV checks.
+  // Rejects a prompt that provably exceeds the context before it is tokenized: `text_bytes`
+  // bytes of text plus `special_tokens` are at least special_tokens + ceil(bytes / longest
+  // token) tokens (memory per request then stays bounded by the context, not the body). Error:
+  // InvalidArgument with code context_length_exceeded naming `prompt_param`.
+  absl::Status CheckPromptBound(int64_t text_bytes, int64_t special_tokens,
+                                const char* prompt_param) const;
+  absl::Status CheckPromptBound(const protocol::EncodedPrompt& prompt,
+                                const char* prompt_param) const;
+  // The longest token's text in bytes (for CheckPromptBound).
+  int64_t max_token_bytes = 1;
+
   absl::StatusOr<engine::SamplingParams> BuildParams(const SamplingFields& f, int64_t prompt_len,
                                                      const char* prompt_param,
                                                      int64_t default_max_tokens) const;
