@@ -15,7 +15,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "api/openai_server.h"
@@ -62,6 +64,8 @@ int RunServe(int argc, char** argv) {
   flags.AddString("api-key", "",
                   "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on /v1/* routes");
   flags.AddString("kv-cache-memory", "1G", "bytes for the KV cache (e.g. 512M, 4G)");
+  flags.AddString("max-model-len", "0",
+                  "context length (prompt + completion) per request; 0 = the model's");
   flags.AddString("max-num-seqs", "64", "maximum sequences running at once");
   flags.AddString("max-num-batched-tokens", "2048", "token budget per engine step");
   flags.AddString("max-waiting-requests", "4096",
@@ -93,6 +97,7 @@ int RunServe(int argc, char** argv) {
   engine::EngineConfig engine_config;
   http::HttpServerConfig http_config;
   int64_t shutdown_timeout_s = 10;
+  int64_t max_model_len_flag = 0;
   {
     absl::StatusOr<int64_t> kv =
         ParseByteSize("kv-cache-memory", flags.GetString("kv-cache-memory"));
@@ -104,10 +109,15 @@ int RunServe(int argc, char** argv) {
     absl::StatusOr<int> request_timeout = PositiveInt(flags, "request-timeout");
     absl::StatusOr<int64_t> port = flags.GetInt("port");
     absl::StatusOr<int64_t> timeout = flags.GetInt("shutdown-timeout");
+    absl::StatusOr<int64_t> max_model_len = flags.GetInt("max-model-len");
+    if (max_model_len.ok() && *max_model_len < 0) {
+      max_model_len = absl::InvalidArgumentError("--max-model-len must be >= 0");
+    }
     const absl::Status prefix = ApplyPrefixCacheFlags(flags, &engine_config);
     for (const absl::Status& s :
          {kv.status(), seqs.status(), batched.status(), waiting.status(), body.status(),
-          conns.status(), request_timeout.status(), port.status(), timeout.status(), prefix}) {
+          conns.status(), request_timeout.status(), port.status(), timeout.status(),
+          max_model_len.status(), prefix}) {
       if (!s.ok()) {
         std::fprintf(stderr, "deepinfer serve: %s\n", std::string(s.message()).c_str());
         return 2;
@@ -125,6 +135,7 @@ int RunServe(int argc, char** argv) {
     http_config.request_timeout_s = *request_timeout;
     http_config.error_body = &api::ApiServer::TransportErrorBody;
     shutdown_timeout_s = std::max<int64_t>(0, *timeout);
+    max_model_len_flag = *max_model_len;
   }
 
   // Block SIGINT/SIGTERM in every thread (they inherit the mask); the main thread waits for them
@@ -137,6 +148,10 @@ int RunServe(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  if (std::error_code ec; !std::filesystem::is_directory(model_dir, ec)) {
+    return Fail(absl::NotFoundError(
+        absl::StrCat("model directory ", model_dir, " does not exist or is not a directory")));
+  }
   Stopwatch load_watch;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromDirectory(model_dir);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
@@ -158,6 +173,7 @@ int RunServe(int argc, char** argv) {
   api::ApiServerOptions api_options;
   api_options.served_model_name = served_name;
   api_options.api_key = flags.GetString("api-key");
+  api_options.max_model_len = max_model_len_flag;
   api::ApiServer api_server(engine->get(), tokenizer->get(), api_options);
   if (!api_server.chat_unavailable_reason().empty()) {
     LOG(WARNING) << api_server.chat_unavailable_reason();

@@ -92,6 +92,7 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
     std::vector<int32_t> token_ids;    // return_token_ids, non-stream: every generated id
     std::vector<int32_t> pending_ids;  // return_token_ids, stream: ids not yet in a chunk
     bool sent_prompt_ids = false;      // return_token_ids, stream: prompt_token_ids sent
+    bool sent_role = false;            // stream: the role chunk went out
   };
   std::vector<Sample> samples(n);
   for (Sample& smp : samples) {
@@ -133,20 +134,19 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
       s->backend_->Abort(id);
       return;
     }
-    for (int i = 0; i < n; ++i) {
-      if (!emit(i, {{"role", "assistant"}, {"content", ""}}, "")) {
-        s->backend_->Abort(id);
-        w.set_status(499);
-        return Finish(record, 499);
-      }
-    }
   }
+  // A choice's first chunk (the `role` delta) goes out with its first token, as in vLLM, so a
+  // client timing the first chunk measures prefill too.
 
   auto on_output = [&](StepOutput& o) -> bool {
     record.Observe(o);
     if (o.sample_index < 0 || o.sample_index >= n) return true;
     Sample& smp = samples[o.sample_index];
     if (smp.done) return true;
+    if (stream_mode && !smp.sent_role) {
+      smp.sent_role = true;
+      if (!emit(o.sample_index, {{"role", "assistant"}, {"content", ""}}, "")) return false;
+    }
     if (return_ids) {
       smp.token_ids.insert(smp.token_ids.end(), o.token_ids.begin(), o.token_ids.end());
       smp.pending_ids.insert(smp.pending_ids.end(), o.token_ids.begin(), o.token_ids.end());

@@ -50,10 +50,7 @@ void ApiServer::Impl::HandleTokenize(const http::HttpRequest& req, RecordingWrit
     std::vector<int32_t> text = tok.EncodeText(it->get<std::string>());
     ids.insert(ids.end(), text.begin(), text.end());
   }
-  SendJson(w, 200,
-           {{"count", ids.size()},
-            {"max_model_len", s->backend_->model_info().max_context},
-            {"tokens", ids}});
+  SendJson(w, 200, {{"count", ids.size()}, {"max_model_len", MaxModelLen()}, {"tokens", ids}});
 }
 
 void ApiServer::Impl::HandleDetokenize(const http::HttpRequest& req, RecordingWriter& w) {
@@ -83,7 +80,7 @@ void ApiServer::Impl::HandleModels(const http::HttpRequest& req, RecordingWriter
                 {"object", "model"},
                 {"created", UnixSeconds()},
                 {"owned_by", "deepinfer"},
-                {"max_model_len", s->backend_->model_info().max_context}};
+                {"max_model_len", MaxModelLen()}};
   if (req.path == "/v1/models") {
     SendJson(w, 200, {{"object", "list"}, {"data", OJson::array({card})}});
     return;

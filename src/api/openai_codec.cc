@@ -138,6 +138,15 @@ absl::Status ParseSampling(const Json& obj, SamplingFields* s) {
   }
   RETURN_IF_ERROR(GetInt(obj, "min_tokens", 0, INT32_MAX, &s->min_tokens));
   RETURN_IF_ERROR(GetBool(obj, "ignore_eos", &s->ignore_eos));
+  if (const Json* st = Field(obj, "stop_token_ids")) {
+    if (!st->is_array()) return WrongType("stop_token_ids", "an array of token ids");
+    for (const Json& t : *st) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+        return WrongType("stop_token_ids", "an array of token ids");
+      }
+      s->stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+  }
   RETURN_IF_ERROR(GetBool(obj, "stream", &s->stream));
   if (const Json* so = Field(obj, "stream_options")) {
     if (!so->is_object()) return WrongType("stream_options", "an object");
@@ -476,10 +485,11 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body) 
   RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
   RETURN_IF_ERROR(GetBool(obj, "return_token_ids", &req.return_token_ids));
   RETURN_IF_ERROR(ParseSampling(obj, &req.sampling));
-  // best_of is not implemented beyond n (docs/protocol.md); OpenAI's checks still apply.
+  // best_of is not implemented beyond n (docs/protocol.md); OpenAI's checks still apply, except
+  // that best_of == n (SGLang's bench_serving sends best_of: 1 with stream) means n samples.
   std::optional<int64_t> best_of;
   RETURN_IF_ERROR(GetInt(obj, "best_of", 1, 20, &best_of));
-  if (best_of && req.sampling.stream) {
+  if (best_of && *best_of != req.sampling.n && req.sampling.stream) {
     return Bad("best_of", "'best_of' cannot be used with 'stream'");
   }
   if (best_of && *best_of < req.sampling.n) {

@@ -44,6 +44,10 @@ struct SamplingFields {
   std::string max_tokens_param = "max_tokens";
   std::optional<int64_t> min_tokens;  // vLLM extension
   bool ignore_eos = false;            // vLLM extension
+  // vLLM extension (Chat / Completions): token ids that end a sample like EOS (finish_reason
+  // "stop"; as in vLLM a non-special stop token's text is part of the output); each in
+  // [0, 2^31), checked against the vocabulary by the server.
+  std::vector<int32_t> stop_token_ids;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };

@@ -64,6 +64,9 @@ struct ApiServerOptions {
   // "Authorization: Bearer <api_key>"
   // (scheme case-insensitive, RFC 9110 §11.1) or "x-api-key: <api_key>" (Anthropic clients).
   std::string api_key;
+  // vLLM's --max-model-len: the context (prompt + completion) a request may use, reported as
+  // max_model_len; 0 or more than the model's = the model's.
+  int64_t max_model_len = 0;
   // Poll interval (ms) for client-disconnect checks while waiting for tokens.
   int poll_interval_ms = 20;
 };

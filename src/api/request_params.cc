@@ -14,7 +14,7 @@ using engine::StepOutput;
 
 absl::Status ApiServer::Impl::CheckPromptBound(int64_t text_bytes, int64_t special_tokens,
                                                const char* prompt_param) const {
-  const int64_t max_ctx = s->backend_->model_info().max_context;
+  const int64_t max_ctx = MaxModelLen();
   // Each piece of n bytes encodes to at least ceil(n / max_token_bytes) tokens (at least one
   // when non-empty); the sum over pieces is bounded below by the whole divided, rounded up.
   const int64_t at_least =
@@ -47,7 +47,7 @@ absl::Status ApiServer::Impl::CheckPromptBound(const protocol::EncodedPrompt& pr
 absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
     const SamplingFields& f, int64_t prompt_len, const char* prompt_param,
     int64_t default_max_tokens) const {
-  const int64_t max_ctx = s->backend_->model_info().max_context;
+  const int64_t max_ctx = MaxModelLen();
   const engine::EngineStats stats = s->backend_->Stats();
   const int64_t kv_tokens = stats.kv_blocks_total * model::kBlockTokens;
   if (prompt_len >= max_ctx) {
@@ -116,6 +116,15 @@ absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
     }
   }
   p.logit_bias = f.logit_bias;
+  for (int32_t id : f.stop_token_ids) {
+    if (id >= vocab) {
+      return WithParam(
+          absl::InvalidArgumentError(absl::StrCat("stop_token_ids names token id ", id,
+                                                  ", outside the vocabulary [0, ", vocab, ").")),
+          "stop_token_ids");
+    }
+  }
+  p.stop_token_ids = f.stop_token_ids;
   p.n = f.n;
   p.seed = f.seed;
   p.max_tokens = static_cast<int>(std::min<int64_t>(max_tokens, INT32_MAX));

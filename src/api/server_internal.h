@@ -179,6 +179,12 @@ struct ApiServer::Impl {
                                 const char* prompt_param) const;
   absl::Status CheckPromptBound(const protocol::EncodedPrompt& prompt,
                                 const char* prompt_param) const;
+  // The context requests get: the model's, capped by ApiServerOptions::max_model_len.
+  int64_t MaxModelLen() const {
+    const int64_t model_ctx = s->backend_->model_info().max_context;
+    const int64_t cap = s->options_.max_model_len;
+    return cap > 0 && cap < model_ctx ? cap : model_ctx;
+  }
   // The longest token's text in bytes (for CheckPromptBound).
   int64_t max_token_bytes = 1;
 

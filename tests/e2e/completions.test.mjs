@@ -189,6 +189,30 @@ describe('completions on stories260K', { skip }, () => {
     assert.deepEqual(b, a);
   });
 
+  test('stop_token_ids (vLLM) ends the sample at the first listed id', async () => {
+    const stopId = golden.generated_ids[5];
+    const want = golden.generated_ids.indexOf(stopId) + 1;  // the stop token itself is returned
+    const r = await client.completions.create({
+      model: 'stories260K', prompt: golden.prompt, max_tokens: golden.max_new_tokens, temperature: 0,
+      stop_token_ids: [stopId],
+    });
+    assert.equal(r.usage.completion_tokens, want);
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    await assert.rejects(
+      client.completions.create({ model: 'stories260K', prompt: 'x', max_tokens: 1, stop_token_ids: [100000] }),
+      (e) => e.status === 400 && e.param === 'stop_token_ids');
+  });
+
+  test('best_of equal to n is accepted with stream (SGLang bench_serving sends best_of: 1)', async () => {
+    let text = '';
+    for await (const chunk of await client.completions.create({
+      model: 'stories260K', prompt: golden.prompt, max_tokens: 8, temperature: 0, best_of: 1, stream: true,
+    })) {
+      for (const c of chunk.choices) text += c.text;
+    }
+    assert.ok(expected.startsWith(text) && text.length > 0, text);
+  });
+
   test('n=2 with a seed: two different samples, reproducible', async () => {
     const req = { model: 'stories260K', prompt: golden.prompt, max_tokens: 24, temperature: 1, n: 2, seed: 1234 };
     const a = await client.completions.create(req);
@@ -206,6 +230,23 @@ describe('completions on stories260K', { skip }, () => {
       client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'hi' }] }),
       (e) => e instanceof OpenAI.BadRequestError && e.type === 'invalid_request_error' &&
              /chat template/.test(e.message));
+  });
+
+  test('--max-model-len caps the context and is reported', async () => {
+    const capped = await startServer(STORIES, ['--served-model-name', 'stories260K', '--max-model-len', '64']);
+    try {
+      const c = new OpenAI({ baseURL: capped.baseURL, apiKey: 'unused', maxRetries: 0 });
+      const models = await (await fetch(`${capped.baseURL}/models`)).json();
+      assert.equal(models.data[0].max_model_len, 64);
+      // 5 prompt tokens (BOS + 4) + 60 > 64.
+      await assert.rejects(
+        c.completions.create({ model: 'stories260K', prompt: golden.prompt, max_tokens: 60 }),
+        (e) => e.status === 400 && e.code === 'context_length_exceeded' && /maximum context length is 64/.test(e.message));
+      const ok = await c.completions.create({ model: 'stories260K', prompt: golden.prompt, max_tokens: 59, temperature: 0 });
+      assert.equal(ok.usage.prompt_tokens + ok.usage.completion_tokens <= 64, true);
+    } finally {
+      assert.equal((await capped.stop()).code, 0);
+    }
   });
 
   test('models, tokenize, detokenize', async () => {
