@@ -244,6 +244,16 @@ int RunGenerate(int argc, char** argv) {
     if (flags.GetString("model").empty()) return FlagError("--prompt needs --model");
     return GenerateWithEngine(flags);  // an empty prompt is the model's BOS alone
   }
+  // --prompt-ids is greedy decoding straight on the model: sampling flags would be ignored.
+  for (const char* so : {"temperature", "top-p", "top-k", "seed"}) {
+    if (flags.IsSet(so) && flags.IsSet("prompt-ids")) {
+      std::fprintf(stderr,
+                   "deepinfer generate: --%s applies to --prompt (text); --prompt-ids decodes "
+                   "greedily\n",
+                   so);
+      return 2;
+    }
+  }
   for (const char* so : {"json-schema", "json-object", "regex", "grammar"}) {
     if (flags.IsSet(so) && (std::string(so) != "json-object" || flags.GetBool(so))) {
       std::fprintf(stderr, "deepinfer generate: --%s needs --model and --prompt (text)\n", so);

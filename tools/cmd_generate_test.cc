@@ -185,7 +185,11 @@ TEST(CmdGenerateTest, RepeatedFlagsAndSeedRangeAreFlagErrors) {
 }
 
 TEST(CmdGenerateTest, BadUsage) {
-  EXPECT_EQ(RunCmd({"--prompt-ids", "1"}), 2);                             // no --model
+  EXPECT_EQ(RunCmd({"--prompt-ids", "1"}), 2);  // no --model
+  // Issue 22 §4: sampling flags with --prompt-ids are rejected, not silently ignored.
+  for (const char* f : {"--temperature", "--top-p", "--top-k", "--seed"}) {
+    EXPECT_EQ(RunCmd({"--model", "/x", "--prompt-ids", "1", f, "1"}), 2) << f;
+  }
   EXPECT_EQ(RunCmd({"--model", "/x", "--prompt-ids", "1,a"}), 2);          // bad id list
   EXPECT_EQ(RunCmd({"--model", "/nonexistent", "--prompt-ids", "1"}), 1);  // load failure
 }

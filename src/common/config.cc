@@ -15,9 +15,9 @@ namespace deepinfer {
 namespace {
 
 absl::Status BadValue(std::string_view name, std::string_view value, std::string_view expected) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("environment variable ", AbslView(name), "='", AbslView(value),
-                   "' is invalid: expected ", AbslView(expected)));
+  return absl::InvalidArgumentError(absl::StrCat("environment variable ", AbslView(name), "='",
+                                                 AbslView(value), "' is invalid: expected ",
+                                                 AbslView(expected)));
 }
 
 absl::StatusOr<bool> ParseBool(std::string_view name, std::string_view value) {
@@ -56,14 +56,16 @@ const std::vector<EnvVarDoc>& EnvVarDocs() {
        "1: results identical whatever the batch composition (fixed reduction order)"},
       {"DEEPINFER_ENABLE_MTP_VARLEN", "0",
        "1: confidence-scheduled variable-length speculative verification"},
-      {"DEEPINFER_USE_NEXTN_DECODE", "0", "maximum draft length for speculative decoding (0 = off)"},
+      {"DEEPINFER_USE_NEXTN_DECODE", "0",
+       "maximum draft length for speculative decoding (0 = off)"},
       {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "compact",
        "none|compact: V4.1 decoder-side prefill truncation"},
       {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "140",
        "prompt suffix kept by compact truncation (>= 134 = window + rollback)"},
       {"DEEPINFER_ACCELERATOR", "cpu", "cpu|cuda: kernel backend"},
       {"DEEPINFER_NUM_THREADS", "0", "kernel threads (0 = all cores)"},
-      {"DEEPINFER_FORCE_ISA", "auto", "auto|scalar|avx2|avx512: cap the CPU kernel instruction set"},
+      {"DEEPINFER_FORCE_ISA", "auto",
+       "auto|scalar|avx2|avx512: cap the CPU kernel instruction set"},
       {"DEEPINFER_REPACK_WEIGHTS", "1",
        "0: keep FP4 experts in the checkpoint layout (no repacked copy; slower CPU decode)"},
       {"DEEPINFER_LOG_LEVEL", "info", "debug|info|warning|error"},
@@ -110,8 +112,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
     } else if (name == "DEEPINFER_FORCE_ISA") {
       auto v = ParseChoice(name, value, {"auto", "scalar", "avx2", "avx512"});
       if (!v.ok()) return v.status();
-      c.force_isa = *v == "scalar" ? IsaLevel::kScalar
-                    : *v == "avx2" ? IsaLevel::kAvx2
+      c.force_isa = *v == "scalar"   ? IsaLevel::kScalar
+                    : *v == "avx2"   ? IsaLevel::kAvx2
                     : *v == "avx512" ? IsaLevel::kAvx512
                                      : IsaLevel::kAuto;
     } else if (name == "DEEPINFER_REPACK_WEIGHTS") {
@@ -125,8 +127,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
     } else if (name == "DEEPINFER_SHARED_DIR") {
       // Read by tests (and the e2e harness) directly; accepted here so it does not warn.
     } else if (warnings != nullptr) {
-      warnings->push_back(absl::StrCat("unknown environment variable ", name,
-                                       " (not a deepinfer setting; typo?)"));
+      warnings->push_back(
+          absl::StrCat("unknown environment variable ", name, " (not a deepinfer setting; typo?)"));
     }
   }
   return c;
@@ -146,10 +148,30 @@ std::map<std::string, std::string> ProcessEnv() {
 }
 }  // namespace
 
+absl::Status CheckEnvConfigSupported(const EnvConfig& config, std::vector<std::string>* warnings) {
+  if (config.accelerator != "cpu") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DEEPINFER_ACCELERATOR=", config.accelerator, ": this build has no ", config.accelerator,
+        " backend (only cpu exists today); unset it or use DEEPINFER_ACCELERATOR=cpu"));
+  }
+  if (config.use_nextn_decode > 0) {
+    warnings->push_back(absl::StrCat("DEEPINFER_USE_NEXTN_DECODE=", config.use_nextn_decode,
+                                     ": MTP speculative decoding is not implemented yet; the "
+                                     "setting has no effect"));
+  }
+  if (config.enable_mtp_varlen) {
+    warnings->push_back(
+        "DEEPINFER_ENABLE_MTP_VARLEN=1: variable-length speculative verification is not "
+        "implemented yet; the setting has no effect");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status InitEnvConfigFromProcess() {
   std::vector<std::string> warnings;
   auto parsed = ParseEnvConfig(ProcessEnv(), &warnings);
   if (!parsed.ok()) return parsed.status();
+  if (absl::Status s = CheckEnvConfigSupported(*parsed, &warnings); !s.ok()) return s;
   for (const auto& w : warnings) LOG(WARNING) << w;
   SetMinLogLevel(parsed->log_level);
   std::lock_guard<std::mutex> lock(g_mu);

@@ -5,10 +5,10 @@
 //   DEEPINFER_BATCH_INVARIANT              0|1: every op reduces in an order independent of batch
 //                                          size and position (default 0)
 //   DEEPINFER_ENABLE_MTP_VARLEN            0|1: confidence-scheduled variable-length verify (0)
-//   DEEPINFER_USE_NEXTN_DECODE             0..16: maximum draft length for speculative decode (0 = off)
-//   DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE none|compact: V4.1 decoder-side prefill truncation (compact)
-//   DEEPINFER_YOCO_PREFILL_KEEP_TOKENS     >= 134: suffix kept by compact truncation (140)
-//   DEEPINFER_ACCELERATOR                  cpu|cuda: kernel backend (cpu)
+//   DEEPINFER_USE_NEXTN_DECODE             0..16: maximum draft length for speculative decode (0 =
+//   off) DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE none|compact: V4.1 decoder-side prefill truncation
+//   (compact) DEEPINFER_YOCO_PREFILL_KEEP_TOKENS     >= 134: suffix kept by compact truncation
+//   (140) DEEPINFER_ACCELERATOR                  cpu|cuda: kernel backend (cpu)
 //   DEEPINFER_NUM_THREADS                  kernel threads, 0 = all cores (0)
 //   DEEPINFER_FORCE_ISA                    auto|scalar|avx2|avx512: cap the CPU kernel ISA (auto)
 //   DEEPINFER_REPACK_WEIGHTS               0|1: repack FP4 experts at load for the CPU kernels (1)
@@ -64,6 +64,13 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
 // Reads the process environment, parses it, logs warnings and installs the result as the
 // process-wide config returned by Env(). Call once at program start; returns the parse error.
 absl::Status InitEnvConfigFromProcess();
+
+// Settings this build parses but cannot honour. Returns FailedPrecondition for a backend that
+// is not built (DEEPINFER_ACCELERATOR=cuda: there is no CUDA backend yet); appends a warning for
+// each setting that asks for a feature not implemented yet (DEEPINFER_USE_NEXTN_DECODE > 0,
+// DEEPINFER_ENABLE_MTP_VARLEN=1: serving never runs MTP speculative decoding yet).
+// InitEnvConfigFromProcess() calls it.
+absl::Status CheckEnvConfigSupported(const EnvConfig& config, std::vector<std::string>* warnings);
 
 // The process-wide config. If InitEnvConfigFromProcess() was not called, the process
 // environment is parsed on first use; a bad value then logs an error and defaults are used.

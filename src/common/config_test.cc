@@ -14,7 +14,8 @@ using ::testing::HasSubstr;
 
 TEST(EnvConfig, DefaultsWhenNothingSet) {
   std::vector<std::string> warnings;
-  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig({{"PATH", "/bin"}, {"HOME", "/root"}}, &warnings));
+  ASSERT_OK_AND_ASSIGN(EnvConfig c,
+                       ParseEnvConfig({{"PATH", "/bin"}, {"HOME", "/root"}}, &warnings));
   EXPECT_EQ(c.hf_model_dir, "");
   EXPECT_FALSE(c.batch_invariant);
   EXPECT_FALSE(c.enable_mtp_varlen);
@@ -29,20 +30,21 @@ TEST(EnvConfig, DefaultsWhenNothingSet) {
 }
 
 TEST(EnvConfig, ParsesEveryVariable) {
-  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig({
-                                        {"DEEPINFER_HF_MODEL_DIR", "/models/x"},
-                                        {"DEEPINFER_BATCH_INVARIANT", "1"},
-                                        {"DEEPINFER_ENABLE_MTP_VARLEN", "true"},
-                                        {"DEEPINFER_USE_NEXTN_DECODE", "5"},
-                                        {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "none"},
-                                        {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "256"},
-                                        {"DEEPINFER_ACCELERATOR", "CUDA"},
-                                        {"DEEPINFER_NUM_THREADS", "3"},
-                                        {"DEEPINFER_FORCE_ISA", "avx2"},
-                                        {"DEEPINFER_REPACK_WEIGHTS", "0"},
-                                        {"DEEPINFER_LOG_LEVEL", "warning"},
-                                    },
-                                    nullptr));
+  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig(
+                                        {
+                                            {"DEEPINFER_HF_MODEL_DIR", "/models/x"},
+                                            {"DEEPINFER_BATCH_INVARIANT", "1"},
+                                            {"DEEPINFER_ENABLE_MTP_VARLEN", "true"},
+                                            {"DEEPINFER_USE_NEXTN_DECODE", "5"},
+                                            {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "none"},
+                                            {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "256"},
+                                            {"DEEPINFER_ACCELERATOR", "CUDA"},
+                                            {"DEEPINFER_NUM_THREADS", "3"},
+                                            {"DEEPINFER_FORCE_ISA", "avx2"},
+                                            {"DEEPINFER_REPACK_WEIGHTS", "0"},
+                                            {"DEEPINFER_LOG_LEVEL", "warning"},
+                                        },
+                                        nullptr));
   EXPECT_EQ(c.hf_model_dir, "/models/x");
   EXPECT_TRUE(c.batch_invariant);
   EXPECT_TRUE(c.enable_mtp_varlen);
@@ -82,9 +84,9 @@ TEST(EnvConfig, BadValuesAreClearInvalidArgumentErrors) {
 
 TEST(EnvConfig, UnknownDeepinferVariableWarnsOthersIgnored) {
   std::vector<std::string> warnings;
-  ASSERT_OK_AND_ASSIGN(EnvConfig c, ParseEnvConfig({{"DEEPINFER_BATCH_INVARIENT", "1"},
-                                                    {"NOT_OURS", "1"}},
-                                                   &warnings));
+  ASSERT_OK_AND_ASSIGN(
+      EnvConfig c,
+      ParseEnvConfig({{"DEEPINFER_BATCH_INVARIENT", "1"}, {"NOT_OURS", "1"}}, &warnings));
   EXPECT_FALSE(c.batch_invariant);
   EXPECT_THAT(warnings, ElementsAre(HasSubstr("DEEPINFER_BATCH_INVARIENT")));
 }
@@ -95,6 +97,26 @@ TEST(EnvConfig, EveryDocumentedVariableParses) {
     EXPECT_OK(ParseEnvConfig({{d.name, d.default_value}}, &warnings)) << d.name;
     EXPECT_TRUE(warnings.empty()) << d.name;
   }
+}
+
+// Issue 22 §4: a backend that is not built is a start-up error; settings that do nothing yet
+// warn.
+TEST(EnvConfigTest, UnsupportedSettingsAreAnErrorOrAWarning) {
+  std::vector<std::string> warnings;
+  EnvConfig c;
+  EXPECT_TRUE(CheckEnvConfigSupported(c, &warnings).ok());
+  EXPECT_TRUE(warnings.empty());
+  c.accelerator = "cuda";
+  absl::Status s = CheckEnvConfigSupported(c, &warnings);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(s.message()).find("DEEPINFER_ACCELERATOR=cuda"), std::string::npos);
+  c.accelerator = "cpu";
+  c.use_nextn_decode = 2;
+  c.enable_mtp_varlen = true;
+  EXPECT_TRUE(CheckEnvConfigSupported(c, &warnings).ok());
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("DEEPINFER_USE_NEXTN_DECODE=2"), std::string::npos);
+  EXPECT_NE(warnings[1].find("not implemented yet"), std::string::npos);
 }
 
 }  // namespace
