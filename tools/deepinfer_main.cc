@@ -19,8 +19,10 @@ const Command kCommands[] = {
     {"version", deepinfer::cli::RunVersion, "print version, CPU features and kernel ISA"},
     {"serve", deepinfer::cli::RunServe, "OpenAI-compatible HTTP server (all-in-one)"},
     {"kvstore", deepinfer::cli::RunKvstore, "run a KV store node (block records, GC, TTL)"},
-    {"generate", deepinfer::cli::RunGenerate, "greedy generation from prompt token ids"},
-    {"bench", deepinfer::cli::RunBench, "engine throughput/latency table (batch 1/8/32, TTFT, TPOT)"},
+    {"generate", deepinfer::cli::RunGenerate,
+     "generate from a text prompt (engine, sampling, constraints) or token ids (greedy)"},
+    {"bench", deepinfer::cli::RunBench,
+     "engine throughput/latency table (batch 1/8/32, TTFT, TPOT)"},
     {"score", deepinfer::cli::RunScore, "per-token log-probabilities and perplexity of text"},
     {"sim", deepinfer::cli::RunSim, "discrete-event cluster simulator (docs/simulator.md)"},
     {"plan", deepinfer::cli::RunPlan, "KV store capacity plan with fault-domain/write/TTL checks"},
@@ -28,12 +30,13 @@ const Command kCommands[] = {
      "write a random-weight checkpoint (DeepSeek-V4 presets tiny/demo/bench)"},
 };
 
-void PrintUsage() {
-  std::fprintf(stderr, "Usage: deepinfer <command> [flags]\n\nCommands:\n");
-  for (const Command& c : kCommands) std::fprintf(stderr, "  %-16s %s\n", c.name, c.help);
-  std::fprintf(stderr, "\nEnvironment:\n");
+// To stdout when asked for (`--help`, `help`: pipes into less), to stderr after a usage error.
+void PrintUsage(std::FILE* out) {
+  std::fprintf(out, "Usage: deepinfer <command> [flags]\n\nCommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-16s %s\n", c.name, c.help);
+  std::fprintf(out, "\nEnvironment:\n");
   for (const auto& d : deepinfer::EnvVarDocs()) {
-    std::fprintf(stderr, "  %-40s %s (default '%s')\n", d.name, d.meaning, d.default_value);
+    std::fprintf(out, "  %-40s %s (default '%s')\n", d.name, d.meaning, d.default_value);
   }
 }
 
@@ -42,7 +45,7 @@ void PrintUsage() {
 int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
-    PrintUsage();
+    PrintUsage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   if (std::strcmp(argv[1], "--version") == 0) return deepinfer::cli::RunVersion(0, nullptr);
@@ -54,6 +57,6 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 2, argv + 2);
   }
   std::fprintf(stderr, "deepinfer: unknown command '%s'\n\n", argv[1]);
-  PrintUsage();
+  PrintUsage(stderr);
   return 2;
 }
