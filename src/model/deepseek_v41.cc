@@ -75,6 +75,9 @@ struct Seq {
   const KvCacheView* kv = nullptr;
   int64_t floor = 0;       // replay_start: window floor
   int64_t keep_until = 0;  // replay_until: cached rows below it are not rewritten
+  // DSpark draft block (§5): keys = context ring positions [max(0, p0 - window), p0) plus every
+  // row of the chunk (non-causal); the chunk's KV is not written to any ring.
+  bool draft = false;
   int64_t Pos(int64_t t) const { return p0 + t; }
 };
 
@@ -100,6 +103,8 @@ struct DeepseekV41Model::Impl {
   EngramHasher hasher_store;
   // Decoder-side bounded replay at prefill (§7): 0 = off ("none"), else rows kept.
   int64_t truncate_keep = 0;
+  // Forward writes the DSpark context rings (§5).
+  bool dspark_context = false;
 
   // ---------- helpers ----------
   void R(float* x, int64_t n) const {
@@ -631,7 +636,7 @@ struct DeepseekV41Model::Impl {
       }
     }
     // Window keys before the chunk, decoded once.
-    const int64_t w0 = std::max(s.floor, s.p0 - W + 1);
+    const int64_t w0 = s.draft ? std::max<int64_t>(0, s.p0 - W) : std::max(s.floor, s.p0 - W + 1);
     std::vector<float> ring(std::max<int64_t>(0, s.p0 - w0) * d);
     for (int64_t p = w0; p < s.p0; ++p) {
       Mxfp8Decode(RingRow(s, l, p), d, ring.data() + (p - w0) * d);
@@ -645,8 +650,14 @@ struct DeepseekV41Model::Impl {
       for (int64_t t = tb; t < te; ++t) {
         const int64_t p = s.Pos(t);
         keys.clear();
-        for (int64_t j = std::max(s.floor, p - W + 1); j <= p; ++j) {
-          keys.push_back(j >= s.p0 ? kv.data() + (j - s.p0) * d : ring.data() + (j - w0) * d);
+        if (s.draft) {
+          // Context ring (positions < p0) then every block row, bidirectionally.
+          for (int64_t j = w0; j < s.p0; ++j) keys.push_back(ring.data() + (j - w0) * d);
+          for (int64_t j = 0; j < T; ++j) keys.push_back(kv.data() + j * d);
+        } else {
+          for (int64_t j = std::max(s.floor, p - W + 1); j <= p; ++j) {
+            keys.push_back(j >= s.p0 ? kv.data() + (j - s.p0) * d : ring.data() + (j - w0) * d);
+          }
         }
         if (selected != nullptr) {
           for (int32_t b : (*selected)[t]) keys.push_back(comp.data() + comp_at[b] * d);
@@ -677,8 +688,8 @@ struct DeepseekV41Model::Impl {
       }
     });
     TraceF(pfx + "attn.o", o.data(), o.size());
-    // Window ring update after every query read the old contents.
-    for (int64_t t = std::max<int64_t>(0, T - idx->ring_slots); t < T; ++t) {
+    // Window ring update after every query read the old contents (draft blocks are not cached).
+    for (int64_t t = s.draft ? T : std::max<int64_t>(0, T - idx->ring_slots); t < T; ++t) {
       std::memcpy(RingRow(s, l, s.Pos(t)), kv_bytes.data() + t * idx->window_row_bytes,
                   idx->window_row_bytes);
     }
@@ -863,6 +874,99 @@ struct DeepseekV41Model::Impl {
     }
   }
 
+  // ---------- DSpark (§5; speculative.md §3) ----------
+  // main_x for `M` feature rows [M, targets*D] -> [M, D].
+  void DsparkMainX(const float* features, int64_t M, float* main_x) const {
+    const Config& c = *cfg;
+    const int64_t D = c.hidden_size;
+    std::vector<float> a(M * D);
+    Lin(w->dspark.main_proj, features, M, a.data(), true);
+    R(a.data(), a.size());
+    RmsNorm(a.data(), w->dspark.main_norm, M, D, main_x);
+  }
+
+  // Context KV of the last min(T, ring_slots) rows of the chunk into every stage's ring.
+  void WriteDsparkContext(const Seq& s, const std::vector<float>& features) const {
+    const Config& c = *cfg;
+    const int64_t D = c.hidden_size, d = c.head_dim, rd = c.rope_dim;
+    const int64_t nt = static_cast<int64_t>(c.dspark_target_layers.size());
+    const int64_t t0 = std::max<int64_t>(0, s.T - idx->ring_slots), M = s.T - t0;
+    std::vector<float> main_x(M * D), kva(M * d), kv(M * d);
+    DsparkMainX(features.data() + t0 * nt * D, M, main_x.data());
+    for (int64_t l = c.num_layers; l < c.TotalBlocks(); ++l) {
+      const AttentionWeights41& aw = w->blocks[l].attn;
+      Lin(aw.wkv, main_x.data(), M, kva.data(), true);
+      R(kva.data(), kva.size());
+      RmsNorm(kva.data(), aw.kv_norm, M, d, kv.data());
+      for (int64_t i = 0; i < M; ++i) {
+        float* k = kv.data() + i * d;
+        const int64_t pos = s.Pos(t0 + i);
+        ApplyRope(k + d - rd, static_cast<int>(rd), freqs[l], pos, false);
+        R(k + d - rd, rd);
+        Mxfp8Quantize(k, d, RingRow(s, l, pos));
+      }
+    }
+  }
+
+  // One draft block (DeepseekV41Model::DsparkDraft). `s` carries the state slot only.
+  void Draft(Seq s, const DsparkRequest& req, const DraftSampler& sample,
+             DsparkDraftResult* out) const {
+    const Config& c = *cfg;
+    const int64_t B = c.dspark_block_size, n = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
+    const int64_t rank = c.dspark_markov_rank;
+    std::vector<int32_t> ids(B, static_cast<int32_t>(c.dspark_noise_token_id));
+    ids[0] = req.token;
+    s.p0 = req.position + 1;
+    s.T = B;
+    s.tokens = ids;
+    s.image.assign(B, 0);
+    s.floor = 0;
+    s.keep_until = 0;
+    s.draft = true;
+    std::vector<float> X(B * n * D), pre_mix(B * n, 0.f);
+    for (int64_t t = 0; t < B; ++t) {
+      float* x0 = X.data() + t * n * D;
+      for (int64_t k = 0; k < D; ++k) x0[k] = w->embed.At(ids[t], k);
+      for (int64_t st = 1; st < n; ++st) std::memcpy(x0 + st * D, x0, D * 4);
+      pre_mix[t * n] = 1.f;
+    }
+    ChunkShared sh;
+    sh.selected.resize(c.TotalBlocks());
+    for (int64_t l = c.num_layers; l < c.TotalBlocks(); ++l) {
+      Block(l, s, X.data(), pre_mix.data(), &sh, nullptr);
+    }
+    // h = bf16(sum pre_mix . X) (pre-norm), base logits = head_fp32 . norm(h).
+    std::vector<float> h(B * D), hn(B * D), base(B * V);
+    Collapse(X.data(), pre_mix.data(), B, h.data());
+    RmsNorm(h.data(), w->dspark.norm, B, D, hn.data());
+    Lin(w->head, hn.data(), B, base.data(), false);
+    // Sequential Markov chain and confidence head (FP32 over BF16-valued parameters).
+    out->tokens.assign(B, 0);
+    out->confidence_logits.assign(B, 0.f);
+    out->logits.clear();
+    out->base_logits.clear();
+    if (req.want_logits) out->base_logits = base;
+    std::vector<float> e(rank), bias(V), logit(V), cin(D + rank);
+    WeightMatrix markov = w->dspark.markov_head;
+    int32_t prev = req.token;
+    for (int64_t i = 0; i < B; ++i) {
+      for (int64_t k = 0; k < rank; ++k) e[k] = w->dspark.markov_embed.At(prev, k);
+      Lin(markov, e.data(), 1, bias.data(), false);
+      for (int64_t v = 0; v < V; ++v) logit[v] = base[i * V + v] + bias[v];
+      std::memcpy(cin.data(), h.data() + i * D, D * 4);
+      std::memcpy(cin.data() + D, e.data(), rank * 4);
+      float conf = 0;
+      Lin(w->dspark.confidence, cin.data(), 1, &conf, false);
+      out->confidence_logits[i] = conf;
+      if (req.want_logits) out->logits.insert(out->logits.end(), logit.begin(), logit.end());
+      const int32_t next =
+          sample ? sample(i, logit)
+                 : static_cast<int32_t>(std::max_element(logit.begin(), logit.end()) - logit.begin());
+      out->tokens[i] = next;
+      prev = next;
+    }
+  }
+
   // Whole stack over one chunk; logits rows per `mode` appended to `logits`.
   void RunChunk(const Seq& s, LogitsMode mode, std::vector<float>* logits) const {
     const Config& c = *cfg;
@@ -885,7 +989,9 @@ struct DeepseekV41Model::Impl {
     ChunkShared sh;
     sh.selected.resize(c.TotalBlocks());
     std::vector<float> features;
-    const bool want_features = tracer != nullptr && !c.dspark_target_layers.empty();
+    const bool write_context = dspark_context && w->has_dspark;
+    const bool want_features =
+        (tracer != nullptr || write_context) && !c.dspark_target_layers.empty();
     if (want_features) features.assign(T * c.dspark_target_layers.size() * D, 0.f);
     // Compact truncation (§7): a final prefill chunk (kLast) longer than the kept suffix runs
     // the layers after the last KV source only on its last `truncate_keep` rows, their window
@@ -915,6 +1021,7 @@ struct DeepseekV41Model::Impl {
     }
     const int64_t Tout = cur.T;
     if (want_features) TraceF("dspark.main_hidden", features.data(), features.size());
+    if (write_context) WriteDsparkContext(cur, features);
     if (tracer != nullptr) tracer->Floats("X_final", std::span<float>(X));
     std::vector<int64_t> rows;
     if (mode == LogitsMode::kLast) rows.push_back(Tout - 1);
@@ -1003,6 +1110,44 @@ void DeepseekV41Model::set_prefill_truncation(bool compact, int64_t keep_tokens)
 }
 
 int64_t DeepseekV41Model::prefill_truncation_keep() const { return impl_->truncate_keep; }
+
+void DeepseekV41Model::set_dspark_context(bool on) { impl_->dspark_context = on; }
+bool DeepseekV41Model::dspark_context() const { return impl_->dspark_context; }
+
+absl::Status DeepseekV41Model::DsparkDraft(std::span<const DsparkRequest> requests,
+                                           const KvCacheView& kv, const DraftSampler& sample,
+                                           std::vector<DsparkDraftResult>* out) {
+  const Config& c = cfg_;
+  if (!w_->has_dspark) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("DeepSeek-V4.1 DSpark: ", c.source, " has no DSpark stages (mtp.*)"));
+  }
+  for (const DsparkRequest& r : requests) {
+    if (r.state_slot < 0 || r.state_slot >= kv.num_state_slots || kv.state_base == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DeepSeek-V4.1 DSpark: bad state slot ", r.state_slot));
+    }
+    if (r.position < 0 || r.position + 1 + c.dspark_block_size > c.max_position_embeddings) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DeepSeek-V4.1 DSpark: block positions [", r.position + 1, ", ",
+          r.position + 1 + c.dspark_block_size, ") exceed max_position_embeddings ",
+          c.max_position_embeddings));
+    }
+    if (r.token < 0 || r.token >= c.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4.1 DSpark: anchor token ",
+                                                     r.token, " outside vocabulary ",
+                                                     c.vocab_size));
+    }
+  }
+  out->assign(requests.size(), {});
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Seq s;
+    s.state = kv.state_base + static_cast<int64_t>(requests[i].state_slot) * layout_.StateBytes();
+    s.kv = &kv;
+    impl_->Draft(s, requests[i], sample, &(*out)[i]);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status DeepseekV41Model::ValidateChunk(const SequenceChunk& chunk,
                                              const KvCacheView& kv) const {

@@ -21,6 +21,7 @@
 #define DEEPINFER_MODEL_DEEPSEEK_V41_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,6 +61,32 @@ struct BlockDebug41 {
   std::vector<float> engram_gate;
 };
 
+// DSpark drafter (§5; shared/spec/speculative.md §3), model functions only — its wiring into
+// verification belongs to the drafter interface of the speculative-decoding issue.
+//
+// Context: with set_dspark_context(true), every Forward also computes, for the last
+// min(T, window + 6) rows of each chunk, main_x = main_norm(linear_fp8(main_proj, F)) from the
+// target features F = [bf16(mean over streams entering layer l) for l in dspark_target_layers]
+// and writes each stage's context KV MXFP8(RoPE(kv_norm_j(linear_fp8(wkv_j, main_x)), pos)) into
+// that stage's window ring ("mtp.J.window" of the state slot). Prefill seeds the rings; each
+// decode step at position p appends p. With compact truncation the features exist only for the
+// kept rows, which is why the keep count is at least window + 6.
+struct DsparkRequest {
+  int32_t state_slot = 0;
+  int64_t position = 0;  // p: last position whose context KV is in the rings (context <= p)
+  int32_t token = 0;     // the token sampled for position p + 1: the block's anchor
+  bool want_logits = false;  // fill DsparkDraftResult::logits / base_logits
+};
+struct DsparkDraftResult {
+  std::vector<int32_t> tokens;            // [block_size]: drafts for positions p+2 .. p+1+block
+  std::vector<float> confidence_logits;   // [block_size]: sigmoid = P(draft i accepted | < i were)
+  std::vector<float> logits;              // [block_size, V]: base + Markov bias (want_logits)
+  std::vector<float> base_logits;         // [block_size, V]: head(norm(h)) (want_logits)
+};
+// Picks draft i from its logits (FP32, [V]); empty = greedy argmax (ties to the lower id). The
+// Markov chain continues from the returned token.
+using DraftSampler = std::function<int32_t(int64_t draft_index, std::span<const float> logits)>;
+
 class DeepseekV41Model final : public CausalLM {
  public:
   static absl::StatusOr<std::unique_ptr<DeepseekV41Model>> Create(
@@ -93,6 +120,20 @@ class DeepseekV41Model final : public CausalLM {
   void set_prefill_truncation(bool compact, int64_t keep_tokens);
   // Rows kept by compact truncation; 0 when it is off ("none").
   int64_t prefill_truncation_keep() const;
+
+  // DSpark (see DsparkRequest). set_dspark_context: Forward writes the stages' context rings
+  // (off by default; a no-op on a model without DSpark stages). Not thread-safe against Forward.
+  void set_dspark_context(bool on);
+  bool dspark_context() const;
+  // One draft block per request: block inputs [token, noise x (block-1)] at positions
+  // p+1 .. p+block, the DSpark stages (bidirectional inside the block, keys = the stage's
+  // context ring positions max(0, p-window+1) .. p plus the block rows, never cached), base
+  // logits head_fp32 . norm(h), then the sequential Markov chain and the confidence head
+  // proj_fp32 . [h_i ; markov_embed[prev_i]]. The rings must hold positions
+  // max(0, p-window+1) .. p (set_dspark_context during the forwards up to p). Errors:
+  // FailedPrecondition (no DSpark stages), InvalidArgument (slot, position, token).
+  absl::Status DsparkDraft(std::span<const DsparkRequest> requests, const KvCacheView& kv,
+                           const DraftSampler& sample, std::vector<DsparkDraftResult>* out);
 
   // Test hooks (not thread-safe); observe one-chunk forwards only.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }

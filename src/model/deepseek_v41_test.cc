@@ -706,5 +706,188 @@ TEST(DsV41Invariants, BatchInvariance) {
   EXPECT_EQ(got, ref);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// DSpark (§5; speculative.md §3): the golden flow — prefill seeds the context rings, each
+// teacher-forced decode step at p = T + i (input greedy[i]) appends p, then a draft block with
+// anchor greedy[i + 1] and context <= p.
+
+struct DsparkRun {
+  std::vector<DsparkDraftResult> steps;
+};
+
+DsparkRun RunDspark(DeepseekV41Model* m, const std::vector<int32_t>& prompt,
+                    const std::vector<int32_t>& greedy, int steps, int64_t chunk = 0) {
+  DsparkRun run;
+  m->set_dspark_context(true);
+  const int64_t T = static_cast<int64_t>(prompt.size());
+  Session s(m, T + steps + 8);
+  auto p = s.Feed(prompt, chunk, 0, {}, LogitsMode::kLast);
+  CHECK(p.ok()) << p.status();
+  for (int i = 0; i < steps; ++i) {
+    auto d = s.Feed(std::span<const int32_t>(&greedy[i], 1));
+    CHECK(d.ok()) << d.status();
+    DsparkRequest r;
+    r.state_slot = 0;
+    r.position = T + i;
+    r.token = greedy[i + 1];
+    r.want_logits = true;
+    std::vector<DsparkDraftResult> out;
+    const absl::Status st = m->DsparkDraft(std::span<const DsparkRequest>(&r, 1), s.view(), {}, &out);
+    CHECK(st.ok()) << st;
+    run.steps.push_back(std::move(out[0]));
+  }
+  m->set_dspark_context(false);
+  return run;
+}
+
+// Top-1 minus top-2 of a row.
+double Gap(std::span<const float> v) {
+  std::vector<float> c(v.begin(), v.end());
+  std::partial_sort(c.begin(), c.begin() + 2, c.end(), std::greater<float>());
+  return static_cast<double>(c[0]) - c[1];
+}
+
+void CheckDsparkTier(bool fp32) {
+  auto model = LoadTiny(fp32);
+  const int64_t V = model->config().vocab_size;
+  const std::string suf = fp32 ? "_fp32" : "";
+  std::vector<float> got, want, got_base, want_base;
+  double conf_max = 0, conf_sum = 0;
+  int64_t conf_n = 0, ids_checked = 0, ids_equal = 0;
+  for (const char* f : {"prompt_001.json", "prompt_007.json", "prompt_040.json",
+                        "prompt_300.json"}) {
+    SCOPED_TRACE(f);
+    const Json g = ReadJson(GoldenDir() + "/" + f);
+    const Json& steps = g["dspark"]["steps"];
+    const std::vector<int32_t> greedy = Ints(g["greedy_tokens"]);
+    const int64_t T = g["n_prompt"].get<int64_t>();
+    const DsparkRun run = RunDspark(model.get(), Ints(g["prompt"]), greedy,
+                                    static_cast<int>(steps.size()));
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Json& st = steps[i];
+      ASSERT_EQ(st["p"].get<int64_t>(), T + static_cast<int64_t>(i));
+      ASSERT_EQ(st["token"].get<int32_t>(), greedy[i + 1]);
+      const DsparkDraftResult& r = run.steps[i];
+      const std::vector<float> wc = Flat(st["confidence_logit" + suf]);
+      ASSERT_EQ(r.confidence_logits.size(), wc.size());
+      // Draft ids where the decision is clear (our top-2 gap > 0.5, ~6x the measured logit
+      // drift) along the chain; confidence k depends on draft k-1 (the Markov embedding of
+      // prev_k), so it is compared while the earlier drafts agree.
+      const std::vector<int32_t> wid = Ints(st["draft_ids" + suf]);
+      const bool has_logits = st.contains("logits" + suf);
+      std::vector<float> wl;
+      if (has_logits) wl = Flat(st["logits" + suf]);
+      for (size_t k = 0; k < wid.size(); ++k) {
+        const double dlt = std::fabs(static_cast<double>(r.confidence_logits[k]) - wc[k]);
+        conf_max = std::max(conf_max, dlt);
+        conf_sum += dlt;
+        ++conf_n;
+        if (Gap(std::span<const float>(r.logits).subspan(k * V, V)) > 0.5) {
+          ++ids_checked;
+          ids_equal += r.tokens[k] == wid[k];
+        }
+        if (r.tokens[k] != wid[k]) break;
+      }
+      if (has_logits) {
+        ASSERT_EQ(r.logits.size(), wl.size());
+        got.insert(got.end(), r.logits.begin(), r.logits.end());
+        want.insert(want.end(), wl.begin(), wl.end());
+        if (!fp32) {
+          const std::vector<float> wb = Flat(st["base_logits"]);
+          got_base.insert(got_base.end(), r.base_logits.begin(), r.base_logits.end());
+          want_base.insert(want_base.end(), wb.begin(), wb.end());
+        }
+        // logits = base + Markov bias: the chain used the drafted token of the slot before.
+        for (size_t k = 0; k < r.tokens.size(); ++k) {
+          EXPECT_EQ(r.tokens[k], ArgMax(std::span<const float>(r.logits).subspan(k * V, V)));
+        }
+      }
+    }
+  }
+  const Stats s = Compare(got, want, V);
+  std::cout << "dspark " << (fp32 ? "tier B vs _fp32" : "tier A vs official")
+            << ": logits mean_abs=" << s.mean_abs << " p50_max=" << s.p50_max
+            << " p90_max=" << s.p90_max << " argmax=" << s.argmax_agree
+            << "; confidence mean_abs=" << conf_sum / conf_n << " max_abs=" << conf_max
+            << "; clear draft ids " << ids_equal << "/" << ids_checked << "\n";
+  // README: the first steps' logits with the main-logit tolerances of the tier.
+  if (fp32) {
+    EXPECT_LE(s.mean_abs, 0.118);
+    EXPECT_LE(s.p50_max, 0.382);
+    EXPECT_LE(s.p90_max, 1.03);
+    EXPECT_GE(s.argmax_agree, 0.938);
+  } else {
+    EXPECT_LE(s.mean_abs, 0.227);
+    EXPECT_LE(s.p50_max, 0.879);
+    EXPECT_LE(s.p90_max, 1.54);
+    EXPECT_GE(s.argmax_agree, 0.790);
+    const Stats b = Compare(got_base, want_base, V);
+    EXPECT_LE(b.mean_abs, 0.227);
+    EXPECT_LE(b.p90_max, 1.54);
+  }
+  EXPECT_EQ(ids_equal, ids_checked);
+  EXPECT_GT(ids_checked, 0);
+  // Confidence logits are one FP32 dot product over [h ; e]: the same drift budget as one
+  // logit (the per-position max threshold of the tier).
+  EXPECT_LE(conf_sum / conf_n, fp32 ? 0.118 : 0.227);
+  EXPECT_LE(conf_max, fp32 ? 1.03 : 1.54);
+}
+
+TEST(DsV41Dspark, GoldenDraftsAndConfidenceTierA) {
+  SKIP_WITHOUT_SHARED();
+  CheckDsparkTier(false);
+}
+
+TEST(DsV41Dspark, GoldenDraftsAndConfidenceTierB) {
+  SKIP_WITHOUT_SHARED();
+  CheckDsparkTier(true);
+}
+
+// README invariant: drafts do not depend on whether the context window was seeded by prefill or
+// step by step (or in chunks); the Markov chain follows the sampler's tokens.
+TEST(DsV41Dspark, ContextSeedingInvariantAndSampler) {
+  SKIP_WITHOUT_SHARED();
+  auto model = LoadTiny(false);
+  const Json g = ReadJson(GoldenDir() + "/prompt_040.json");
+  const std::vector<int32_t> prompt = Ints(g["prompt"]), greedy = Ints(g["greedy_tokens"]);
+  const DsparkRun whole = RunDspark(model.get(), prompt, greedy, 3);
+  for (int64_t chunk : {1, 13}) {
+    const DsparkRun split = RunDspark(model.get(), prompt, greedy, 3, chunk);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(split.steps[i].tokens, whole.steps[i].tokens) << chunk;
+      EXPECT_EQ(split.steps[i].confidence_logits, whole.steps[i].confidence_logits) << chunk;
+      EXPECT_EQ(split.steps[i].logits, whole.steps[i].logits) << chunk;
+    }
+  }
+  // A sampler that always returns token 7: base logits unchanged, slot k's Markov bias (and
+  // confidence for k >= 1) follows 7, slot 0 is the anchor's.
+  model->set_dspark_context(true);
+  Session s(model.get(), 64);
+  ASSERT_OK(s.Feed(prompt, 0, 0, {}, LogitsMode::kLast).status());
+  DsparkRequest r;
+  r.position = static_cast<int64_t>(prompt.size()) - 1;
+  r.token = greedy[0];
+  r.want_logits = true;
+  std::vector<DsparkDraftResult> a, b;
+  ASSERT_OK(model->DsparkDraft(std::span<const DsparkRequest>(&r, 1), s.view(), {}, &a));
+  std::vector<int64_t> asked;
+  auto seven = [&](int64_t i, std::span<const float>) {
+    asked.push_back(i);
+    return 7;
+  };
+  ASSERT_OK(model->DsparkDraft(std::span<const DsparkRequest>(&r, 1), s.view(), seven, &b));
+  EXPECT_EQ(asked, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(b[0].tokens, std::vector<int32_t>(5, 7));
+  EXPECT_EQ(a[0].base_logits, b[0].base_logits);
+  EXPECT_EQ(a[0].confidence_logits[0], b[0].confidence_logits[0]);
+  const int64_t V = model->config().vocab_size;
+  EXPECT_TRUE(std::equal(a[0].logits.begin(), a[0].logits.begin() + V, b[0].logits.begin()));
+  // Errors name the field.
+  r.token = -1;
+  EXPECT_FALSE(model->DsparkDraft(std::span<const DsparkRequest>(&r, 1), s.view(), {}, &a).ok());
+  model->set_dspark_context(false);
+}
+
 }  // namespace
 }  // namespace deepinfer::model::dsv41
