@@ -3,11 +3,15 @@
 //   --host-kv-memory SIZE   L1: host shared memory (a kv::HostTier arena shared by every engine
 //                           of this machine and kept across restarts; 0 = none; default 1G
 //                           when a store is given)
+//   --host-snapshot-memory SIZE  SWA state snapshots in shared memory next to L1 (arena
+//                           NAME-snap; default 1G with L1; 0 = none)
 //   --host-kv-name NAME     its POSIX shm name (default /deepinfer-kv-<layout id>, so engines
 //                           of one model share it and different models never do)
 //   --kv-store HOST:PORT    L2: a `deepinfer kvstore` node
-//   --kv-store-dir PATH     L2: record files in PATH (local SSD or a DFS mount), written by
-//                           this process, with the store's LRU / TTL GC running in it
+//   --kv-store-dir PATH     L2: record files in PATH (local SSD or a DFS mount), shared with
+//                           other engines (kvstore::KvStore shared mode); the LRU / TTL GC runs
+//                           as `deepinfer kvstore --dir PATH --gc-only` on the storage side
+//   --kv-store-gc           run that GC in this process instead (single-engine shape)
 //   --kv-store-capacity SIZE  bytes of records --kv-store-dir may hold (default 64G)
 //   --kv-fetch-timeout-ms N how long a request waits for its blocks from L2 (default 2000)
 //   --kv-write-queue N      blocks queued for write-back at most (default 1024)
@@ -32,6 +36,7 @@ void AddKvTierFlags(FlagSet& flags);
 // The tiers an engine uses; must outlive the engine.
 struct KvTierSetup {
   std::unique_ptr<kv::HostTier> host;
+  std::unique_ptr<kv::HostTier> snapshots;
   std::unique_ptr<kv::BlockStore> store;
   engine::KvTierOptions options;  // points into host / store
   std::string description;        // for the start-up log line ("" when no tier)

@@ -81,8 +81,14 @@ class Engine::Impl {
     in_cv_.SignalAll();
   }
   EngineStats Stats() const {
-    absl::MutexLock lock(&stats_mu_);
-    return stats_;
+    EngineStats s;
+    {
+      absl::MutexLock lock(&stats_mu_);
+      s = stats_;
+    }
+    // The tiers' counters move on their own threads: read them live (KvTiers is thread-safe).
+    if (tiers_ != nullptr) s.tiers = tiers_->Stats();
+    return s;
   }
   void Shutdown(int64_t timeout_ns);
   void ResetPrefixCache() {
@@ -592,7 +598,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
   ASSIGN_OR_RETURN(auto slots, kv::StateCache::Create(config.max_num_seqs, state_bytes));
   std::unique_ptr<KvTiers> tiers;
   if (config.tiers.enabled() && config.enable_prefix_caching) {
-    ASSIGN_OR_RETURN(tiers, KvTiers::Create(config.tiers));
+    ASSIGN_OR_RETURN(tiers, KvTiers::Create(config.tiers, layout.layout_id,
+                                            static_cast<size_t>(state_bytes)));
     if (config.tiers.host_tier != nullptr) {
       const size_t need = kv::kBlockRecordHeaderBytes + static_cast<size_t>(block_bytes);
       if (config.tiers.host_tier->slot_bytes() < need) {

@@ -5,10 +5,19 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "kv/snapshot_record.h"
 
 namespace deepinfer::engine {
 
-absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const KvTierOptions& options) {
+absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const KvTierOptions& options,
+                                                         uint64_t layout_id,
+                                                         size_t state_bytes) {
+  if (options.snapshot_tier != nullptr &&
+      options.snapshot_tier->slot_bytes() < kv::kSnapshotRecordHeaderBytes + state_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV tiers: snapshot arena slots hold ", options.snapshot_tier->slot_bytes(),
+        " bytes; this model's snapshots need ", kv::kSnapshotRecordHeaderBytes + state_bytes));
+  }
   if (options.store != nullptr && options.host_tier == nullptr) {
     return absl::InvalidArgumentError(
         "KV tiers: an L2 store needs an L1 host tier to fetch into (set --host-kv-memory)");
@@ -20,10 +29,11 @@ absl::StatusOr<std::unique_ptr<KvTiers>> KvTiers::Create(const KvTierOptions& op
         options.num_fetch_threads, ") must be >= 1 and fetch_timeout_ms (",
         options.fetch_timeout_ms, ") >= 0"));
   }
-  return std::unique_ptr<KvTiers>(new KvTiers(options));
+  return std::unique_ptr<KvTiers>(new KvTiers(options, layout_id, state_bytes));
 }
 
-KvTiers::KvTiers(const KvTierOptions& options) : options_(options) {
+KvTiers::KvTiers(const KvTierOptions& options, uint64_t layout_id, size_t state_bytes)
+    : options_(options), layout_id_(layout_id), state_bytes_(state_bytes) {
   threads_.emplace_back([this] { WriterLoop(); });
   if (options_.store != nullptr) {
     for (int i = 0; i < options_.num_fetch_threads; ++i) {
@@ -72,6 +82,15 @@ void KvTiers::WriterLoop() {
       w = std::move(writes_.front());
       writes_.pop_front();
       ++writes_in_progress_;
+    }
+    if (w.snapshot != nullptr) {
+      const std::string record = kv::EncodeSnapshotRecord(w.meta.key, layout_id_, *w.snapshot);
+      const bool ok = options_.snapshot_tier->Put(w.meta.key, record).ok();
+      std::lock_guard<std::mutex> lock(mu_);
+      --writes_in_progress_;
+      if (ok) ++stats_.snapshot_writes;
+      cv_.notify_all();
+      continue;
     }
     bool l1_failed = false, l2_failed = false;
     int64_t bytes = 0;
@@ -194,6 +213,39 @@ absl::StatusOr<kv::StoredBlock> KvTiers::ReadHost(const kv::BlockKey& key) {
   out.meta = rec->meta;
   out.payload = std::string(rec->payload);
   return out;
+}
+
+void KvTiers::WriteSnapshot(const kv::BlockKey& key,
+                            std::shared_ptr<const kv::StateSnapshot> snapshot) {
+  if (options_.snapshot_tier == nullptr || snapshot == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<int64_t>(writes_.size()) >= options_.write_queue_blocks) {
+      ++stats_.dropped_writes;
+      return;
+    }
+    Write w;
+    w.meta.key = key;
+    w.snapshot = std::move(snapshot);
+    writes_.push_back(std::move(w));
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<const kv::StateSnapshot> KvTiers::ReadSnapshot(const kv::BlockKey& key) {
+  if (options_.snapshot_tier == nullptr) return nullptr;
+  absl::StatusOr<kv::PinnedSlot> pin = options_.snapshot_tier->Acquire(key);
+  if (!pin.ok()) return nullptr;
+  absl::StatusOr<kv::StateSnapshot> snap =
+      kv::DecodeSnapshotRecord(pin->view(), key, layout_id_, state_bytes_);
+  pin->Release();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!snap.ok()) {
+    ++stats_.l1_bad_records;
+    return nullptr;
+  }
+  ++stats_.snapshot_reads;
+  return std::make_shared<const kv::StateSnapshot>(std::move(*snap));
 }
 
 bool KvTiers::Flush(int64_t timeout_ms) {

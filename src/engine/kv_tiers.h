@@ -36,6 +36,7 @@
 #include "kv/block_record.h"
 #include "kv/block_store.h"
 #include "kv/host_tier.h"
+#include "kv/snapshot_cache.h"
 
 namespace deepinfer::engine {
 
@@ -43,12 +44,18 @@ namespace deepinfer::engine {
 struct KvTierOptions {
   kv::HostTier* host_tier = nullptr;  // L1; nullptr = none
   kv::BlockStore* store = nullptr;    // L2; nullptr = none (requires host_tier)
+  // SWA state snapshots in host shared memory (kv/snapshot_record.h), so an engine restarted on
+  // this machine finds its predecessor's (KV-CACHE.md §4). nullptr = snapshots stay in the
+  // engine's memory only. Slots must hold kSnapshotRecordHeaderBytes + the model's state bytes.
+  kv::HostTier* snapshot_tier = nullptr;
   // How long a request waits in the queue for its fetch before it is scheduled anyway.
   int64_t fetch_timeout_ms = 2000;
   // Blocks queued for write-back at most; further writes are dropped (and counted).
   int write_queue_blocks = 1024;
   int num_fetch_threads = 2;
-  bool enabled() const { return host_tier != nullptr || store != nullptr; }
+  bool enabled() const {
+    return host_tier != nullptr || store != nullptr || snapshot_tier != nullptr;
+  }
 };
 
 // Counters (cumulative unless named a depth).
@@ -65,6 +72,8 @@ struct KvTierStats {
   int64_t fetched_bytes = 0;
   int64_t fetch_nanos = 0;        // time spent in fetches (all threads)
   int64_t l1_bad_records = 0;     // records in L1 that failed verification (erased)
+  int64_t snapshot_writes = 0;    // snapshots stored in the shared-memory arena
+  int64_t snapshot_reads = 0;     // snapshots found there (after a miss in memory)
 };
 
 // One fetch, filled by a fetch thread and polled by the engine thread.
@@ -90,7 +99,10 @@ class KvTiers {
  public:
   // Starts the writer and fetch threads. InvalidArgument when a store is given without a host
   // tier, or for non-positive queue / thread counts.
-  static absl::StatusOr<std::unique_ptr<KvTiers>> Create(const KvTierOptions& options);
+  // `layout_id` / `state_bytes`: the model's (snapshot records are checked against them).
+  static absl::StatusOr<std::unique_ptr<KvTiers>> Create(const KvTierOptions& options,
+                                                         uint64_t layout_id = 0,
+                                                         size_t state_bytes = 0);
   // Finishes queued writes (bounded by a few seconds), then joins the threads.
   ~KvTiers();
   KvTiers(const KvTiers&) = delete;
@@ -106,16 +118,22 @@ class KvTiers {
   std::shared_ptr<FetchTicket> Fetch(std::vector<kv::BlockKey> chain);
   // The verified block `key` from L1, or NotFound (a bad record is erased and counted).
   absl::StatusOr<kv::StoredBlock> ReadHost(const kv::BlockKey& key);
+  bool has_snapshots() const { return options_.snapshot_tier != nullptr; }
+  // Queues a snapshot for the shared-memory arena (dropped, and counted, when the queue is full).
+  void WriteSnapshot(const kv::BlockKey& key, std::shared_ptr<const kv::StateSnapshot> snapshot);
+  // The verified snapshot for boundary `key` from the arena, or null.
+  std::shared_ptr<const kv::StateSnapshot> ReadSnapshot(const kv::BlockKey& key);
   // Waits up to `timeout_ms` until every queued write has been attempted (graceful shutdown,
   // tests). Returns whether the queue drained.
   bool Flush(int64_t timeout_ms);
   KvTierStats Stats() const;
 
  private:
-  explicit KvTiers(const KvTierOptions& options);
+  KvTiers(const KvTierOptions& options, uint64_t layout_id, size_t state_bytes);
   struct Write {
     kv::BlockMeta meta;
     std::string payload;
+    std::shared_ptr<const kv::StateSnapshot> snapshot;  // set: a snapshot under meta.key
   };
   struct FetchJob {
     std::vector<kv::BlockKey> chain;
@@ -126,6 +144,8 @@ class KvTiers {
   void RunFetch(FetchJob& job);
 
   const KvTierOptions options_;
+  const uint64_t layout_id_;
+  const size_t state_bytes_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Write> writes_;       // guarded by mu_

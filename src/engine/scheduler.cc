@@ -172,16 +172,13 @@ Scheduler::Hit Scheduler::Lookup(Sequence* seq) {
     return hit;
   }
   // Rule 3: a snapshot at the hit end restores the window state.
-  std::shared_ptr<const kv::StateSnapshot> snap =
-      snapshots_enabled() ? snapshots_->Get(keys[n - 1]) : nullptr;
+  std::shared_ptr<const kv::StateSnapshot> snap = FindSnapshot(keys[n - 1]);
   if (config_.exact || resume) {
     // Never replay: end the hit at the last snapshot (exact mode: exact snapshot).
     auto usable = [&] { return snap != nullptr && !(config_.exact && snap->approximate); };
     while (n > 0 && !usable()) {
       --n;
-      snap = n > 0 && snapshots_enabled() && snapshots_->Contains(keys[n - 1])
-                 ? snapshots_->Get(keys[n - 1])
-                 : nullptr;
+      snap = n > 0 ? FindSnapshot(keys[n - 1]) : nullptr;
     }
     if (n == 0) return hit;
     trim(n);
@@ -226,10 +223,27 @@ int64_t Scheduler::CutAtSnapshot(const Sequence* seq, int64_t n) const {
   return n;
 }
 
+std::shared_ptr<const kv::StateSnapshot> Scheduler::FindSnapshot(const kv::BlockKey& key) {
+  if (!snapshots_enabled()) return nullptr;
+  std::shared_ptr<const kv::StateSnapshot> snap = snapshots_->Get(key);
+  if (snap == nullptr && tiers_ != nullptr && tiers_->has_snapshots()) {
+    // A snapshot taken by an earlier engine on this machine (shared memory survives restarts).
+    snap = tiers_->ReadSnapshot(key);
+    if (snap != nullptr) snapshots_->Put(key, snap);
+  }
+  return snap;
+}
+
+void Scheduler::PutSnapshot(const kv::BlockKey& key,
+                            std::shared_ptr<const kv::StateSnapshot> snapshot) {
+  if (tiers_ != nullptr && tiers_->has_snapshots()) tiers_->WriteSnapshot(key, snapshot);
+  snapshots_->Put(key, std::move(snapshot));
+}
+
 void Scheduler::StoreDecodeSnapshot(Sequence* seq) {
   if (seq->decode_snapshot != nullptr && snapshots_enabled()) {
     const int64_t j = seq->decode_snapshot_at / kBlockTokens;
-    snapshots_->Put(EnsureKeys(seq, j)[j - 1], std::move(seq->decode_snapshot));
+    PutSnapshot(EnsureKeys(seq, j)[j - 1], std::move(seq->decode_snapshot));
   }
   seq->decode_snapshot = nullptr;
   seq->decode_snapshot_at = 0;
@@ -258,7 +272,7 @@ void Scheduler::OnExecuted(Sequence* seq, int64_t admission, int64_t end,
   if (snapshot == nullptr || !snapshots_enabled() || end % kBlockTokens != 0) return;
   if (kind == PlanItem::Snapshot::kStore) {
     const int64_t j = end / kBlockTokens;
-    snapshots_->Put(EnsureKeys(seq, j)[j - 1], std::move(snapshot));
+    PutSnapshot(EnsureKeys(seq, j)[j - 1], std::move(snapshot));
   } else if (kind == PlanItem::Snapshot::kKeep) {
     seq->decode_snapshot = std::move(snapshot);
     seq->decode_snapshot_at = end;

@@ -247,6 +247,10 @@ class Scheduler {
   // Shortens a prompt chunk of n tokens so that it ends at the snapshot boundary.
   int64_t CutAtSnapshot(const Sequence* seq, int64_t n) const;
   bool snapshots_enabled() const;
+  // The snapshot at boundary `key`: the engine's cache, else the tiers' shared-memory arena.
+  std::shared_ptr<const kv::StateSnapshot> FindSnapshot(const kv::BlockKey& key);
+  // Stores a snapshot in the engine's cache and (asynchronously) the shared-memory arena.
+  void PutSnapshot(const kv::BlockKey& key, std::shared_ptr<const kv::StateSnapshot> snapshot);
   // Stores a sequence's kept decode snapshot (finish, abort, preemption).
   void StoreDecodeSnapshot(Sequence* seq);
   // Blocks the hit rule may cover for `seq` (cap / 128) and whether the cap is relaxed.
