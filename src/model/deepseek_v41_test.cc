@@ -21,6 +21,7 @@
 #include "model/deepseek_v41.h"
 #include "model/deepseek_v41_formats.h"
 #include "model/deepseek_v41_kv_layout.h"
+#include "model/deepseek_v41_make_test_model.h"
 #include "nlohmann/json.hpp"
 
 namespace deepinfer::model::dsv41 {
@@ -887,6 +888,61 @@ TEST(DsV41Dspark, ContextSeedingInvariantAndSampler) {
   r.token = -1;
   EXPECT_FALSE(model->DsparkDraft(std::span<const DsparkRequest>(&r, 1), s.view(), {}, &a).ok());
   model->set_dspark_context(false);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// make-test-model --arch deepseek_v41: the tiny preset has exactly the tensor names, dtypes and
+// shapes of the shared dsv41-tiny-a checkpoint (built independently) and runs healthily.
+
+TEST(DsV41MakeTestModel, TinyPresetMatchesSharedLayoutAndRuns) {
+  SKIP_WITHOUT_SHARED();
+  ASSERT_OK_AND_ASSIGN(std::string cfg, TestModelConfigJson41("tiny"));
+  const std::string dir = ::testing::TempDir() + "/dsv41_tiny_preset";
+  ASSERT_OK(WriteTestModel41(cfg, 7, dir));
+  ASSERT_OK_AND_ASSIGN(auto ours, SafetensorsFile::Open(dir + "/model.safetensors"));
+  ASSERT_OK_AND_ASSIGN(auto ref, SafetensorsFile::Open(ModelDir() + "/model.safetensors"));
+  std::map<std::string, std::string> a, b;
+  auto describe = [](const auto& t) {
+    std::string d = std::to_string(static_cast<int>(t.dtype)) + ":";
+    for (int64_t x : t.shape) d += std::to_string(x) + ",";
+    return d;
+  };
+  for (const auto& [name, t] : ours->tensors()) a[name] = describe(t);
+  for (const auto& [name, t] : ref->tensors()) {
+    if (name.rfind("vision.", 0) == 0 || name.rfind("aligner.", 0) == 0) continue;
+    b[name] = describe(t);
+  }
+  for (const auto& [name, d] : b) {
+    EXPECT_EQ(a.count(name) ? a[name] : "missing", d) << name;
+  }
+  for (const auto& [name, d] : a) EXPECT_TRUE(b.count(name)) << "extra tensor " << name;
+  ASSERT_OK_AND_ASSIGN(Config mine, Config::Parse(cfg, "tiny"));
+  ASSERT_OK_AND_ASSIGN(Config shared, Config::Parse(ReadText(ModelDir() + "/config.json"), "ref"));
+  EXPECT_EQ(mine.engram_compressed_vocab, shared.engram_compressed_vocab);
+  EXPECT_EQ(mine.engram_num_embeddings, shared.engram_num_embeddings);
+  for (int64_t l = 0; l < shared.TotalBlocks(); ++l) {
+    EXPECT_EQ(static_cast<int>(mine.roles[l].role), static_cast<int>(shared.roles[l].role)) << l;
+  }
+  LoadOptions o;
+  o.show_progress = false;
+  ASSERT_OK_AND_ASSIGN(auto lm, LoadDeepseekV41(dir, o));
+  auto* m = static_cast<DeepseekV41Model*>(lm.get());
+  std::vector<BlockDebug41> dbg;
+  m->set_debug(&dbg);
+  Session s(m, 64);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 500);
+  ASSERT_OK_AND_ASSIGN(auto logits, s.Feed(prompt, 0, 0, {}, LogitsMode::kLast));
+  m->set_debug(nullptr);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  ASSERT_EQ(static_cast<int64_t>(dbg.size()), mine.num_layers);
+  for (const BlockDebug41& d : dbg) {
+    for (float r : d.stream_rms) {
+      EXPECT_GT(r, 0.5f);
+      EXPECT_LT(r, 2.0f);
+    }
+  }
 }
 
 }  // namespace
