@@ -1,10 +1,19 @@
 // `deepinfer kvstore`: runs one KV store node (ARCHITECTURE.md §1, KV-CACHE.md §3 L2): block
 // records under --dir, LRU GC under the watermarks, TTL per traffic class, the TCP block
 // protocol on --port and Prometheus text on --metrics-port. Runs until SIGINT/SIGTERM.
+//
+// `deepinfer kvstore --dir PATH --gc-only`: only the GC of a shared directory that engines
+// write directly (`deepinfer serve --kv-store-dir PATH`, store.h's shared mode; the 3FS /
+// CephFS shape): every --gc-interval it rescans PATH, removes expired and over-watermark
+// records by mtime and abandoned temp files, and logs the pass. No TCP service. Run one per
+// directory, on the storage side; never next to a (non-shared) `deepinfer kvstore` node on the
+// same directory.
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "kvstore/config.h"
@@ -42,6 +51,16 @@ absl::Status ReadFlags(const FlagSet& flags, kvstore::KvStoreConfig* store,
   if (!interval.ok()) return deepinfer::Annotate(interval.status(), "--gc-interval");
   store->gc_interval_nanos = *interval;
   store->sync = flags.GetBool("sync");
+  for (auto [flag, field] : {std::pair{"temp-grace", &store->temp_grace_nanos},
+                             std::pair{"hit-grace", &store->hit_grace_nanos}}) {
+    auto grace = kvstore::ParseDuration(flags.GetString(flag));
+    if (!grace.ok()) return deepinfer::Annotate(grace.status(), std::string("--") + flag);
+    *field = *grace;
+  }
+  if (flags.GetBool("gc-only")) {
+    store->shared = true;
+    store->background_gc = false;  // RunGcOnly drives the passes
+  }
   service->host = flags.GetString("host");
   auto port = flags.GetInt("port");
   if (!port.ok()) return port.status();
@@ -56,6 +75,32 @@ absl::Status ReadFlags(const FlagSet& flags, kvstore::KvStoreConfig* store,
   return store->Validate();
 }
 
+// The --gc-only loop: a pass now and every `interval`, until a signal in `stop_signals`.
+int RunGcOnly(kvstore::KvStore* store, const kvstore::KvStoreConfig& config,
+              const sigset_t& stop_signals) {
+  std::printf("kvstore gc-only on %s (capacity %llu bytes, every %.1f s)\n", config.dir.c_str(),
+              static_cast<unsigned long long>(config.capacity_bytes),
+              static_cast<double>(config.gc_interval_nanos) * 1e-9);
+  std::fflush(stdout);
+  for (;;) {
+    const int64_t start = MonotonicNanos();
+    const kvstore::GcResult r = store->RunGc();
+    LOG(INFO) << "kvstore gc: " << (r.scanned ? "" : "rescan FAILED, ") << r.records << " records, "
+              << r.bytes << " bytes; removed " << r.evicted_ttl << " by TTL, "
+              << r.evicted_watermark << " by watermark (" << r.bytes_freed << " bytes), "
+              << r.temp_files_removed << " stale temp files; kept " << r.kept_recent
+              << " recently hit; " << (MonotonicNanos() - start) / 1000000 << " ms";
+    struct timespec wait;
+    wait.tv_sec = static_cast<time_t>(config.gc_interval_nanos / 1000000000);
+    wait.tv_nsec = static_cast<long>(config.gc_interval_nanos % 1000000000);
+    const int sig = sigtimedwait(&stop_signals, nullptr, &wait);
+    if (sig > 0) {
+      LOG(INFO) << "kvstore gc: signal " << sig << ", stopping";
+      return 0;
+    }
+  }
+}
+
 }  // namespace
 
 int RunKvstore(int argc, char** argv) {
@@ -66,11 +111,20 @@ int RunKvstore(int argc, char** argv) {
   flags.AddString("low-watermark", "0.8", "GC evicts LRU records down to this fraction");
   flags.AddString("ttl-agent", "3d", "time-to-live since last use, agent traffic (3d, 12h, 30m)");
   flags.AddString("ttl-chat", "7d", "time-to-live since last use, chat traffic");
-  flags.AddString("gc-interval", "10s", "period of the background TTL sweep");
+  flags.AddString("gc-interval", "10s",
+                  "period of the background TTL sweep (--gc-only: of the directory rescan)");
   flags.AddString("host", "127.0.0.1", "IPv4 address to listen on (0.0.0.0 for all)");
   flags.AddString("port", "7411", "TCP port of the block protocol (0: pick one)");
   flags.AddString("metrics-port", "-1", "HTTP port for GET /metrics (-1: off, 0: pick one)");
   flags.AddBool("sync", true, "fsync every record before acknowledging it (--no-sync: don't)");
+  flags.AddBool("gc-only", false,
+                "only garbage-collect --dir, a directory engines write directly (`deepinfer "
+                "serve --kv-store-dir`): rescan every --gc-interval, no TCP service");
+  flags.AddString("temp-grace", "10m",
+                  "--gc-only: temp files younger than this may be puts in progress; kept");
+  flags.AddString("hit-grace", "60s",
+                  "--gc-only: records hit (mtime refreshed) within this are never removed (engines "
+                  "refresh a hit's mtime once it is 15 s old: keep this >= 30s)");
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   kvstore::KvStoreConfig store_config;
   kvstore::KvStoreServiceConfig service_config;
@@ -90,6 +144,7 @@ int RunKvstore(int argc, char** argv) {
     std::fprintf(stderr, "deepinfer kvstore: %s\n", std::string(store.status().message()).c_str());
     return 1;
   }
+  if (store_config.shared) return RunGcOnly(store->get(), store_config, stop_signals);
   auto server = kvstore::KvStoreServer::Start(store->get(), service_config);
   if (!server.ok()) {
     std::fprintf(stderr, "deepinfer kvstore: %s\n", std::string(server.status().message()).c_str());

@@ -46,6 +46,8 @@ absl::Status KvStoreConfig::Validate() const {
     }
   }
   if (gc_interval_nanos <= 0) return absl::InvalidArgumentError("kvstore: gc interval must be > 0");
+  if (temp_grace_nanos <= 0) return absl::InvalidArgumentError("kvstore: --temp-grace must be > 0");
+  if (hit_grace_nanos < 4) return absl::InvalidArgumentError("kvstore: --hit-grace must be > 0");
   return absl::OkStatus();
 }
 

@@ -37,6 +37,21 @@ struct KvStoreConfig {
   // Start the background GC thread (tests call KvStore::RunGc() directly instead).
   bool background_gc = true;
 
+  // Shared-directory mode (store.h, docs/kv-format.md §3): other processes — engines writing
+  // with `--kv-store-dir`, a `deepinfer kvstore --gc-only` GC — use the directory at the same
+  // time. The directory is then the only truth: lookups go to the file system, recency lives in
+  // the files' mtimes, and every GC pass rescans the directory.
+  bool shared = false;
+  // Shared mode: a temp file younger than this may belong to a writer still filling it; open
+  // and GC delete only older ones (a crashed writer's leftovers). Wall-clock nanoseconds; must
+  // exceed the longest put (a put that takes longer fails, it never publishes a partial file).
+  int64_t temp_grace_nanos = 600 * kNanosPerSecond;
+  // Shared mode: the GC never removes a record whose mtime is younger than this: a lookup that
+  // hit it (which refreshes the mtime, at most hit_grace_nanos / 4 stale) is followed by its
+  // fetch well within this time. Wall-clock nanoseconds; keep it above the engines' fetch
+  // deadline plus the clock skew between the writer and GC hosts.
+  int64_t hit_grace_nanos = 60 * kNanosPerSecond;
+
   // InvalidArgument naming the bad field.
   absl::Status Validate() const;
 };

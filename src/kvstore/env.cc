@@ -180,6 +180,18 @@ class PosixEnv : public Env {
     return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   }
 
+  absl::Status SetModifiedUnixNanos(const std::string& path, int64_t unix_nanos) override {
+    struct timespec times[2];
+    times[0].tv_sec = 0;
+    times[0].tv_nsec = UTIME_OMIT;
+    times[1].tv_sec = static_cast<time_t>(unix_nanos / 1000000000);
+    times[1].tv_nsec = static_cast<long>(unix_nanos % 1000000000);
+    if (utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
+      return ErrnoToStatus(errno, absl::StrCat("utimensat ", path));
+    }
+    return absl::OkStatus();
+  }
+
   int64_t NowUnixNanos() override {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::system_clock::now().time_since_epoch())

@@ -62,6 +62,9 @@ class Env {
   virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
   // Last modification time, Unix epoch nanoseconds.
   virtual absl::StatusOr<int64_t> ModifiedUnixNanos(const std::string& path) = 0;
+  // Sets the last modification time of `path` (utimensat; the access time is left alone). The
+  // shared-directory store keeps recency in mtimes (store.h). NotFound when it does not exist.
+  virtual absl::Status SetModifiedUnixNanos(const std::string& path, int64_t unix_nanos) = 0;
   // Current wall-clock time, Unix epoch nanoseconds (to compare with ModifiedUnixNanos).
   virtual int64_t NowUnixNanos() = 0;
 };

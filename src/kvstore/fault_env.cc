@@ -189,4 +189,9 @@ absl::StatusOr<int64_t> FaultInjectionEnv::ModifiedUnixNanos(const std::string& 
   return base_->ModifiedUnixNanos(path);
 }
 
+absl::Status FaultInjectionEnv::SetModifiedUnixNanos(const std::string& path, int64_t unix_nanos) {
+  if (crashed()) return absl::UnavailableError("simulated crash");
+  return base_->SetModifiedUnixNanos(path, unix_nanos);
+}
+
 }  // namespace deepinfer::kvstore

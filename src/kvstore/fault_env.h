@@ -48,6 +48,7 @@ class FaultInjectionEnv : public Env {
   absl::StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) override;
   absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
   absl::StatusOr<int64_t> ModifiedUnixNanos(const std::string& path) override;
+  absl::Status SetModifiedUnixNanos(const std::string& path, int64_t unix_nanos) override;
   int64_t NowUnixNanos() override { return base_->NowUnixNanos(); }
 
  private:

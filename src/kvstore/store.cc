@@ -1,9 +1,12 @@
 #include "kvstore/store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -26,6 +29,24 @@ bool IsHex(std::string_view s) {
 constexpr char kRecordSuffixText[] = ".kvb";
 constexpr std::string_view kRecordSuffix = kRecordSuffixText;
 
+// "<host>.<pid>.<random>": distinct for every store object of every process on every host
+// sharing a directory (the random part separates two stores of one process, and a pid reused
+// after a crash). The host name is reduced to [A-Za-z0-9-], at most 32 characters.
+std::string MakeWriterId() {
+  char raw[256] = {};
+  if (gethostname(raw, sizeof(raw) - 1) != 0) raw[0] = '\0';
+  std::string host;
+  for (const char* c = raw; *c != '\0' && host.size() < 32; ++c) {
+    const bool keep = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                      (*c >= '0' && *c <= '9') || *c == '-';
+    host.push_back(keep ? *c : '-');
+  }
+  if (host.empty()) host = "host";
+  std::random_device rd;
+  const uint64_t r = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return absl::StrCat(host, ".", getpid(), ".", absl::Hex(r, absl::kZeroPad16));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KvStore>> KvStore::Open(const KvStoreConfig& config, Env* env,
@@ -38,7 +59,7 @@ absl::StatusOr<std::unique_ptr<KvStore>> KvStore::Open(const KvStoreConfig& conf
 }
 
 KvStore::KvStore(const KvStoreConfig& config, Env* env, Clock* clock)
-    : config_(config), env_(env), clock_(clock) {}
+    : config_(config), env_(env), clock_(clock), writer_id_(MakeWriterId()) {}
 
 KvStore::~KvStore() {
   {
@@ -56,22 +77,35 @@ std::string KvStore::RecordPath(const BlockKey& key) const {
 }
 
 std::string KvStore::TempPath(const BlockKey& key) {
-  return absl::StrCat(config_.dir, "/tmp/", key.ToHex(), ".", temp_seq_.fetch_add(1), ".tmp");
+  return absl::StrCat(config_.dir, "/tmp/", key.ToHex(), ".", writer_id_, ".",
+                      temp_seq_.fetch_add(1), ".tmp");
 }
 
-absl::Status KvStore::Recover() {
-  const std::string& dir = config_.dir;
-  RETURN_IF_ERROR(Annotate(env_->CreateDirs(dir + "/tmp"), "kvstore --dir"));
-  // Temp files are puts that never completed: never data.
-  ASSIGN_OR_RETURN(auto temps, env_->ListDir(dir + "/tmp"));
-  for (const DirEntry& t : temps) {
-    if (!t.is_dir) (void)env_->RemoveFile(absl::StrCat(dir, "/tmp/", t.name));
+uint64_t KvStore::RemoveStaleTemps() {
+  const std::string tmp = config_.dir + "/tmp";
+  auto temps = env_->ListDir(tmp);
+  if (!temps.ok()) {
+    LOG(WARNING) << "kvstore: " << temps.status().message();
+    return 0;
   }
-  const int64_t clock_now = clock_->NowNanos();
-  const int64_t wall_now = env_->NowUnixNanos();
+  uint64_t removed = 0;
+  for (const DirEntry& t : *temps) {
+    if (t.is_dir) continue;
+    const std::string path = absl::StrCat(tmp, "/", t.name);
+    if (config_.shared) {
+      // Another process may be filling it: only a file untouched for the grace is abandoned.
+      // (A writer slower than the grace loses its put: its rename fails, it publishes nothing.)
+      auto mtime = env_->ModifiedUnixNanos(path);
+      if (!mtime.ok() || env_->NowUnixNanos() - *mtime <= config_.temp_grace_nanos) continue;
+    }
+    if (env_->RemoveFile(path).ok()) ++removed;
+  }
+  return removed;
+}
+
+absl::Status KvStore::ScanRecords(std::vector<ScannedRecord>* out, uint64_t* dropped) {
+  const std::string& dir = config_.dir;
   ASSIGN_OR_RETURN(auto level0, env_->ListDir(dir));
-  uint64_t dropped = 0;
-  std::lock_guard<std::mutex> lock(mu_);
   for (const DirEntry& d0 : level0) {
     if (!d0.is_dir || d0.name.size() != 2 || !IsHex(d0.name)) continue;
     const std::string p0 = absl::StrCat(dir, "/", d0.name);
@@ -79,7 +113,10 @@ absl::Status KvStore::Recover() {
     for (const DirEntry& d1 : level1) {
       if (!d1.is_dir || d1.name.size() != 2 || !IsHex(d1.name)) continue;
       const std::string p1 = absl::StrCat(p0, "/", d1.name);
-      made_dirs_.insert(p1);
+      {
+        std::lock_guard<std::mutex> lock(dirs_mu_);
+        made_dirs_.insert(p1);
+      }
       ASSIGN_OR_RETURN(auto files, env_->ListDir(p1));
       for (const DirEntry& f : files) {
         if (f.is_dir || f.name.size() != 32 + kRecordSuffix.size() ||
@@ -90,6 +127,7 @@ absl::Status KvStore::Recover() {
         const std::optional<BlockKey> key =
             BlockKey::FromHex(std::string_view(f.name).substr(0, 32));
         auto header = env_->ReadFile(path, kv::kBlockRecordHeaderBytes);
+        if (!header.ok() && absl::IsNotFound(header.status())) continue;  // deleted meanwhile
         auto size = env_->FileSize(path);
         bool ok = key.has_value() && header.ok() && size.ok();
         absl::StatusOr<kv::BlockRecordHeader> h = absl::DataLossError("unread");
@@ -97,18 +135,47 @@ absl::Status KvStore::Recover() {
         ok = ok && h.ok() && h->meta.key == *key && RecordPath(*key) == path &&
              *size == kv::kBlockRecordHeaderBytes + h->payload_bytes;
         if (!ok) {
-          ++dropped;
+          // A final name only ever receives whole records by rename, in shared mode too: a
+          // failing file is damaged, not in progress.
+          ++*dropped;
           (void)env_->RemoveFile(path);
           evicted_corrupt_.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
-        int64_t age = 0;
-        if (auto mtime = env_->ModifiedUnixNanos(path); mtime.ok()) {
-          age = std::max<int64_t>(0, wall_now - *mtime);
-        }
-        InsertLocked(*key, h->meta.parent, *size, h->meta.traffic_class, clock_now - age);
+        ScannedRecord r;
+        r.key = *key;
+        r.parent = h->meta.parent;
+        r.bytes = *size;
+        r.traffic_class = h->meta.traffic_class;
+        if (auto mtime = env_->ModifiedUnixNanos(path); mtime.ok()) r.mtime = *mtime;
+        out->push_back(r);
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KvStore::Recover() {
+  const std::string& dir = config_.dir;
+  RETURN_IF_ERROR(Annotate(env_->CreateDirs(dir + "/tmp"), "kvstore --dir"));
+  // Temp files are puts that never completed: never data. In shared mode, young ones may be
+  // other processes' puts in progress and are left alone.
+  const uint64_t temps = RemoveStaleTemps();
+  if (config_.shared) {
+    LOG(INFO) << "kvstore: opened shared directory " << dir << " (writer " << writer_id_
+              << (temps ? ", removed " : "") << (temps ? std::to_string(temps) : "")
+              << (temps ? " stale temp files" : "") << ")";
+    return absl::OkStatus();
+  }
+  std::vector<ScannedRecord> records;
+  uint64_t dropped = 0;
+  RETURN_IF_ERROR(ScanRecords(&records, &dropped));
+  const int64_t clock_now = clock_->NowNanos();
+  const int64_t wall_now = env_->NowUnixNanos();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const ScannedRecord& r : records) {
+    const int64_t age = r.mtime != 0 ? std::max<int64_t>(0, wall_now - r.mtime) : 0;
+    InsertLocked(r.key, r.parent, r.bytes, r.traffic_class, clock_now - age);
   }
   LOG(INFO) << "kvstore: opened " << dir << " with " << index_.size() << " records, " << used_bytes_
             << " bytes" << (dropped ? ", dropped " : "")
@@ -194,19 +261,31 @@ absl::Status KvStore::PutRecord(std::string_view record) {
   }
   const std::string path = RecordPath(meta.key);
   const std::string parent_dir = path.substr(0, path.find_last_of('/'));
-  bool need_dir;
-  {
+  if (config_.shared) {
+    // Another writer may have stored the block: then refresh its recency instead of writing
+    // it again. (Two writers racing past this check both publish a whole record by rename;
+    // the later replaces the earlier, both are the block's record.)
+    if (auto mtime = env_->ModifiedUnixNanos(path); mtime.ok()) {
+      (void)env_->SetModifiedUnixNanos(path, env_->NowUnixNanos());
+      puts_.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+  } else {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = index_.find(meta.key); it != index_.end()) {
       TouchLocked(meta.key, it->second, clock_->NowNanos());
       puts_.fetch_add(1, std::memory_order_relaxed);
       return absl::OkStatus();
     }
+  }
+  bool need_dir;
+  {
+    std::lock_guard<std::mutex> lock(dirs_mu_);
     need_dir = !made_dirs_.contains(parent_dir);
   }
   if (need_dir) {
     RETURN_IF_ERROR(env_->CreateDirs(parent_dir));
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(dirs_mu_);
     made_dirs_.insert(parent_dir);
   }
   // temp file + fdatasync + rename + directory fsync: the final name only ever holds a
@@ -228,6 +307,7 @@ absl::Status KvStore::PutRecord(std::string_view record) {
   }
   puts_.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(record.size(), std::memory_order_relaxed);
+  if (config_.shared) return absl::OkStatus();  // the directory is the index
   std::lock_guard<std::mutex> lock(mu_);
   InsertLocked(meta.key, meta.parent, record.size(), meta.traffic_class, clock_->NowNanos());
   if (used_bytes_ > config_.high_watermark * static_cast<double>(config_.capacity_bytes)) {
@@ -247,7 +327,7 @@ void KvStore::DropCorrupt(const BlockKey& key) {
 }
 
 absl::StatusOr<std::string> KvStore::GetRecord(const BlockKey& key) {
-  {
+  if (!config_.shared) {  // shared mode: the file may be another process's, read it anyway
     std::lock_guard<std::mutex> lock(mu_);
     if (!index_.contains(key)) {
       misses_.fetch_add(1, std::memory_order_relaxed);
@@ -273,7 +353,11 @@ absl::StatusOr<std::string> KvStore::GetRecord(const BlockKey& key) {
     return absl::NotFoundError(
         absl::StrCat("kvstore: block ", key.ToHex(), " was corrupt and is deleted"));
   }
-  {
+  if (config_.shared) {
+    // Recency for the GC in other processes. NotFound: the GC removed it after our read; the
+    // verified bytes are still the block's.
+    (void)env_->SetModifiedUnixNanos(RecordPath(key), env_->NowUnixNanos());
+  } else {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = index_.find(key); it != index_.end()) {
       TouchLocked(key, it->second, clock_->NowNanos());
@@ -291,6 +375,7 @@ absl::StatusOr<kv::StoredBlock> KvStore::Get(const BlockKey& key) {
 }
 
 absl::StatusOr<size_t> KvStore::LongestPrefix(std::span<const BlockKey> chain) {
+  if (config_.shared) return SharedLongestPrefix(chain);
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Entry*> found;
   found.reserve(chain.size());
@@ -312,9 +397,9 @@ absl::Status KvStore::Delete(const BlockKey& key) {
     present = index_.contains(key);
     RemoveLocked(key);
   }
-  if (!present) return absl::OkStatus();
-  deleted_.fetch_add(1, std::memory_order_relaxed);
+  if (!present && !config_.shared) return absl::OkStatus();
   absl::Status s = env_->RemoveFile(RecordPath(key));
+  if (s.ok() || present) deleted_.fetch_add(1, std::memory_order_relaxed);
   if (!s.ok() && !absl::IsNotFound(s)) return Annotate(s, "kvstore delete");
   return absl::OkStatus();
 }
@@ -351,13 +436,29 @@ GcResult KvStore::RunGc() {
   const int64_t start = MonotonicNanos();
   GcResult result;
   std::vector<std::string> paths;
-  {
+  if (!config_.shared || SharedRescan(&result)) {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = clock_->NowNanos();
-    auto evict = [&](const BlockKey& key) {
-      paths.push_back(RecordPath(key));
-      result.bytes_freed += index_.at(key).bytes;
-      RemoveLocked(key);
+    // Removes `key` (a leaf of `set`); false when shared mode keeps it (then only taken out of
+    // `set` for this pass, so its parent stays a non-leaf) or another process removed it.
+    auto evict = [&](const BlockKey& key, std::set<LeafOrder>& set) -> bool {
+      const Entry& e = index_.at(key);
+      const uint64_t bytes = e.bytes;
+      if (config_.shared) {
+        const Unlink u = SharedUnlinkLocked(key, e);
+        if (u == Unlink::kKept) {
+          set.erase({{e.last_access, e.seq}, key});
+          ++result.kept_recent;
+          return false;
+        }
+        RemoveLocked(key);
+        if (u == Unlink::kGone) return false;
+      } else {
+        paths.push_back(RecordPath(key));
+        RemoveLocked(key);
+      }
+      result.bytes_freed += bytes;
+      return true;
     };
     // TTL: removing a leaf can expose its parent (possibly of another class) as a new
     // expired leaf, so repeat until a pass removes nothing.
@@ -366,8 +467,7 @@ GcResult KvStore::RunGc() {
       for (int c = 0; c < kv::kNumTrafficClasses; ++c) {
         auto& set = leaves_[c];
         while (!set.empty() && now - set.begin()->first.first > config_.ttl_nanos[c]) {
-          evict(set.begin()->second);
-          ++result.evicted_ttl;
+          if (evict(set.begin()->second, set)) ++result.evicted_ttl;
           progress = true;
         }
       }
@@ -381,12 +481,14 @@ GcResult KvStore::RunGc() {
           if (leaves_[c].empty()) continue;
           if (oldest < 0 || *leaves_[c].begin() < *leaves_[oldest].begin()) oldest = c;
         }
-        if (oldest < 0) break;  // unreachable while records exist: a forest has leaves
-        evict(leaves_[oldest].begin()->second);
-        ++result.evicted_watermark;
+        // Without shared-mode keeps unreachable while records exist: a forest has leaves.
+        if (oldest < 0) break;
+        if (evict(leaves_[oldest].begin()->second, leaves_[oldest])) ++result.evicted_watermark;
       }
     }
     gc_wanted_ = false;
+    result.records = index_.size();
+    result.bytes = used_bytes_;
   }
   RemoveFiles(paths);
   evicted_ttl_.fetch_add(result.evicted_ttl, std::memory_order_relaxed);
