@@ -21,8 +21,23 @@ build: deps configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # All tests except benchmarks and long soak/load runs (labels bench, soak).
+# On a CPU with AVX-512 the model, engine and e2e tests run a second time with the AVX2 kernels
+# (DEEPINFER_FORCE_ISA=avx2), so a developer on either kind of machine catches both numerics;
+# elsewhere that pass is skipped and costs nothing.
+# The gtest binaries of that pass (soak / bench binaries excluded); e2e tests by label.
+ISA_PASS_BINARIES = src/model/model_checkpoint_test src/model/llama_test src/model/deepseek_v4_test \
+  src/model/deepseek_v41_test src/engine/engine_sampler_test src/engine/engine_test \
+  src/engine/engine_model_test src/engine/engine_kv_tiers_test \
+  src/engine/engine_prefix_cache_model_test src/engine/engine_prefix_cache_stress_test \
+  src/engine/engine_llm_test src/engine/engine_grammar_test
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE "bench|soak" --timeout 900
+	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
+	  echo "make test: AVX-512 CPU: model, engine and e2e tests again with DEEPINFER_FORCE_ISA=avx2"; \
+	  cd $(BUILD_DIR) && for b in $(ISA_PASS_BINARIES); do \
+	    if [ -x $$b ]; then DEEPINFER_FORCE_ISA=avx2 ./$$b --gtest_brief=1 || exit 1; fi; done && \
+	  DEEPINFER_FORCE_ISA=avx2 ctest --output-on-failure -L e2e -LE "bench|soak" --timeout 900; \
+	else echo "make test: no AVX-512 on this CPU: the forced-AVX2 pass is skipped"; fi
 
 bench: build
 	cd $(BUILD_DIR) && ctest -L bench -V

@@ -209,9 +209,16 @@ describe('structured output on the demo preset', { skip }, () => {
         response_format: { type: 'json_schema', json_schema: { name: 'person', schema: SCHEMA } },
       });
       const m = r.choices[0].message;
-      assert.equal(r.choices[0].finish_reason, 'stop');
+      // A random-weight model's seeded output depends on the kernels' summation order (AVX2 vs
+      // AVX-512): whether a seed finishes within max_tokens is not a property of the server.
+      // What holds for every numerics: 'length' uses the whole budget; 'stop' is valid JSON.
+      assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason), r.choices[0].finish_reason);
       assert.equal(typeof m.reasoning_content, 'string');
       if (m.reasoning_content.length > 0) ++withReasoning;
+      if (r.choices[0].finish_reason === 'length') {
+        assert.equal(r.usage.completion_tokens, 200);
+        continue;
+      }
       let value;
       assert.doesNotThrow(() => { value = JSON.parse(m.content); }, `not JSON: ${m.content}`);
       assert.ok(validate(value), `schema violation: ${m.content} ${JSON.stringify(validate.errors)}`);
