@@ -31,7 +31,11 @@ cat <<MSG
 Once the server says "listening", try (from another terminal):
 
   curl -s http://127.0.0.1:${PORT}/v1/chat/completions -H 'Content-Type: application/json' \\
-    -d '{"model": "${NAME}", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'
+    -d '{"model": "${NAME}", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32,
+         "thinking": {"type": "disabled"}}'
+
+(Thinking is on by default for DeepSeek models: the reply then starts as reasoning_content and
+only the text after </think> is content; the random-weight demo model rarely closes </think>.)
 
 MSG
 exec "$BIN" serve --model "$MODEL" --port "$PORT" --served-model-name "$NAME"
