@@ -5,7 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { demoModel, startServer } from './helpers.mjs';
+import { DEMO_ARCH, demoModel, startServer } from './helpers.mjs';
 
 const dir = demoModel();
 const skip = dir ? false : 'the demo checkpoint could not be generated (deepinfer make-test-model)';
@@ -110,8 +110,13 @@ describe('chat completions on the demo preset', { skip }, () => {
     const off = await client.chat.completions.create({
       model: 'demo', messages: MESSAGES, max_tokens: 1, thinking: { type: 'disabled' },
     });
-    // V4 ends a thinking prompt with <think>, a chat prompt with </think>: same length, other id.
-    assert.equal(on.usage.prompt_tokens, off.usage.prompt_tokens);
+    if (DEMO_ARCH === 'deepseek_v41') {
+      // V4.1 thinking prompts start <｜System｜>Reasoning Effort: 75 (…)\n\n (protocol.md §1.5).
+      assert.ok(on.usage.prompt_tokens > off.usage.prompt_tokens + 10);
+    } else {
+      // V4 ends a thinking prompt with <think>, a chat prompt with </think>: same length, other id.
+      assert.equal(on.usage.prompt_tokens, off.usage.prompt_tokens);
+    }
     assert.equal(off.choices[0].message.reasoning_content, undefined);
   });
 

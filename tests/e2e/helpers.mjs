@@ -7,6 +7,8 @@
 //   DEEPINFER_BIN         path to the deepinfer binary
 //   DEEPINFER_SHARED_DIR  ../shared (models and goldens)
 //   DEEPINFER_E2E_CACHE   directory where the demo checkpoint is generated once and reused
+//   DEEPINFER_E2E_DEMO_ARCH  architecture of the `demo` checkpoint: deepseek_v4 (default) or
+//                         deepseek_v41 (the same suites on the DeepSeek-V4.1 demo preset)
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -20,20 +22,22 @@ export function haveStories() {
   return fs.existsSync(path.join(STORIES, 'config.json'));
 }
 
-// The `demo` preset checkpoint (DeepSeek-V4 layout, random weights, DeepSeek tokenizer),
-// generated on first use. Returns its directory, or null when it cannot be made (the caller
+export const DEMO_ARCH = process.env.DEEPINFER_E2E_DEMO_ARCH || 'deepseek_v4';
+
+// The `demo` preset checkpoint (DeepSeek-V4 layout, or V4.1 with DEEPINFER_E2E_DEMO_ARCH;
+// random weights, DeepSeek tokenizer), generated on first use. Returns its directory, or null when it cannot be made (the caller
 // skips its tests and says why).
 let demoDir;
 export function demoModel() {
   if (demoDir !== undefined) return demoDir;
-  const dir = path.join(CACHE, 'demo');
+  const dir = path.join(CACHE, DEMO_ARCH === 'deepseek_v4' ? 'demo' : `demo-${DEMO_ARCH}`);
   if (fs.existsSync(path.join(dir, 'config.json')) && fs.existsSync(path.join(dir, 'tokenizer.json'))) {
     demoDir = dir;
     return dir;
   }
   fs.mkdirSync(CACHE, { recursive: true });
   const tmp = `${dir}.tmp-${process.pid}`;
-  const r = spawnSync(BIN, ['make-test-model', '--arch', 'deepseek_v4', '--preset', 'demo', '--out', tmp],
+  const r = spawnSync(BIN, ['make-test-model', '--arch', DEMO_ARCH, '--preset', 'demo', '--out', tmp],
                       { encoding: 'utf8' });
   if (r.status !== 0) {
     console.error(`make-test-model failed (${r.status}): ${r.stderr}`);
