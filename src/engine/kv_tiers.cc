@@ -2,6 +2,9 @@
 
 #include <chrono>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -45,26 +48,28 @@ KvTiers::KvTiers(const KvTierOptions& options, uint64_t layout_id, size_t state_
 KvTiers::~KvTiers() {
   {
     // Give queued writes a bounded chance to land (a restarted engine then finds them).
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(5),
-                 [this] { return writes_.empty() && writes_in_progress_ == 0; });
+    absl::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (!(writes_.empty() && writes_in_progress_ == 0) &&
+           !cv_.WaitWithDeadline(&mu_, deadline)) {
+    }
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (std::thread& t : threads_) t.join();
   for (FetchJob& job : fetches_) job.ticket->done_.store(true, std::memory_order_release);
 }
 
 bool KvTiers::WriteBack(const kv::BlockMeta& meta, std::string payload) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (static_cast<int64_t>(writes_.size()) >= options_.write_queue_blocks) {
       ++stats_.dropped_writes;
       return false;
     }
     writes_.push_back(Write{meta, std::move(payload)});
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return true;
 }
 
@@ -72,8 +77,8 @@ void KvTiers::WriterLoop() {
   while (true) {
     Write w;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !writes_.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (!stop_ && writes_.empty()) cv_.Wait(&mu_);
       if (stop_) {  // the destructor already gave the queue its chance
         stats_.dropped_writes += static_cast<int64_t>(writes_.size());
         writes_.clear();
@@ -86,10 +91,10 @@ void KvTiers::WriterLoop() {
     if (w.snapshot != nullptr) {
       const std::string record = kv::EncodeSnapshotRecord(w.meta.key, layout_id_, *w.snapshot);
       const bool ok = options_.snapshot_tier->Put(w.meta.key, record).ok();
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       --writes_in_progress_;
       if (ok) ++stats_.snapshot_writes;
-      cv_.notify_all();
+      cv_.SignalAll();
       continue;
     }
     bool l1_failed = false, l2_failed = false;
@@ -117,14 +122,14 @@ void KvTiers::WriterLoop() {
       }
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       --writes_in_progress_;
       if (!l1_failed && !l2_failed) ++stats_.writes;
       if (l1_failed && options_.host_tier != nullptr) ++stats_.l1_write_failures;
       if (l2_failed && options_.store != nullptr) ++stats_.l2_write_failures;
       stats_.write_bytes += bytes;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
@@ -136,11 +141,11 @@ std::shared_ptr<FetchTicket> KvTiers::Fetch(std::vector<kv::BlockKey> chain) {
     return ticket;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++stats_.fetches;
     fetches_.push_back(FetchJob{std::move(chain), ticket});
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return ticket;
 }
 
@@ -148,8 +153,8 @@ void KvTiers::FetchLoop() {
   while (true) {
     FetchJob job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !fetches_.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (!stop_ && fetches_.empty()) cv_.Wait(&mu_);
       if (stop_) return;
       job = std::move(fetches_.front());
       fetches_.pop_front();
@@ -157,7 +162,7 @@ void KvTiers::FetchLoop() {
     const int64_t t0 = MonotonicNanos();
     RunFetch(job);
     job.ticket->done_.store(true, std::memory_order_release);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stats_.fetch_nanos += MonotonicNanos() - t0;
   }
 }
@@ -171,7 +176,7 @@ void KvTiers::RunFetch(FetchJob& job) {
   const std::span<const kv::BlockKey> rest(chain.data() + i, chain.size() - i);
   absl::StatusOr<size_t> present = options_.store->LongestPrefix(rest);
   if (!present.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++stats_.fetch_failures;
     return;
   }
@@ -181,7 +186,7 @@ void KvTiers::RunFetch(FetchJob& job) {
     absl::StatusOr<kv::StoredBlock> b = options_.store->Get(rest[k]);
     if (!b.ok()) {
       if (b.status().code() != absl::StatusCode::kNotFound) {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         ++stats_.fetch_failures;
       }
       break;
@@ -190,7 +195,7 @@ void KvTiers::RunFetch(FetchJob& job) {
     if (!record.ok() || b->meta.key != rest[k]) break;
     if (!options_.host_tier->Put(rest[k], *record).ok()) break;
     ++fetched;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++stats_.fetched_blocks;
     stats_.fetched_bytes += static_cast<int64_t>(record->size());
   }
@@ -205,7 +210,7 @@ absl::StatusOr<kv::StoredBlock> KvTiers::ReadHost(const kv::BlockKey& key) {
   if (!rec.ok()) {
     pin->Release();
     (void)options_.host_tier->Erase(key);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++stats_.l1_bad_records;
     return absl::NotFoundError(absl::StrCat("bad host-tier record: ", rec.status().message()));
   }
@@ -219,7 +224,7 @@ void KvTiers::WriteSnapshot(const kv::BlockKey& key,
                             std::shared_ptr<const kv::StateSnapshot> snapshot) {
   if (options_.snapshot_tier == nullptr || snapshot == nullptr) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (static_cast<int64_t>(writes_.size()) >= options_.write_queue_blocks) {
       ++stats_.dropped_writes;
       return;
@@ -229,7 +234,7 @@ void KvTiers::WriteSnapshot(const kv::BlockKey& key,
     w.snapshot = std::move(snapshot);
     writes_.push_back(std::move(w));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::shared_ptr<const kv::StateSnapshot> KvTiers::ReadSnapshot(const kv::BlockKey& key) {
@@ -239,7 +244,7 @@ std::shared_ptr<const kv::StateSnapshot> KvTiers::ReadSnapshot(const kv::BlockKe
   absl::StatusOr<kv::StateSnapshot> snap =
       kv::DecodeSnapshotRecord(pin->view(), key, layout_id_, state_bytes_);
   pin->Release();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!snap.ok()) {
     ++stats_.l1_bad_records;
     return nullptr;
@@ -249,13 +254,18 @@ std::shared_ptr<const kv::StateSnapshot> KvTiers::ReadSnapshot(const kv::BlockKe
 }
 
 bool KvTiers::Flush(int64_t timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                      [this] { return writes_.empty() && writes_in_progress_ == 0; });
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
+  while (!(writes_.empty() && writes_in_progress_ == 0)) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) {
+      return writes_.empty() && writes_in_progress_ == 0;
+    }
+  }
+  return true;
 }
 
 KvTierStats KvTiers::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   KvTierStats s = stats_;
   s.write_queue_depth = static_cast<int64_t>(writes_.size()) + writes_in_progress_;
   return s;

@@ -22,16 +22,16 @@
 #define DEEPINFER_ENGINE_KV_TIERS_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "kv/block_hash.h"
 #include "kv/block_record.h"
 #include "kv/block_store.h"
@@ -146,13 +146,13 @@ class KvTiers {
   const KvTierOptions options_;
   const uint64_t layout_id_;
   const size_t state_bytes_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Write> writes_;       // guarded by mu_
-  std::deque<FetchJob> fetches_;   // guarded by mu_
-  int64_t writes_in_progress_ = 0;  // guarded by mu_
-  bool stop_ = false;              // guarded by mu_
-  KvTierStats stats_;              // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled on every change of the fields below
+  std::deque<Write> writes_ ABSL_GUARDED_BY(mu_);
+  std::deque<FetchJob> fetches_ ABSL_GUARDED_BY(mu_);
+  int64_t writes_in_progress_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  KvTierStats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
 
