@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "api/codec_util.h"
 #include "api/errors.h"
 #include "api/server_internal.h"
 #include "common/clock.h"
@@ -18,6 +19,9 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   if (!parsed.ok()) return SendError(w, parsed.status());
   ChatCompletionRequest& req = *parsed;
   if (absl::Status st = CheckModel(req.model); !st.ok()) return SendError(w, st);
+  absl::StatusOr<kv::TrafficClass> traffic =
+      codec_util::ResolveTrafficClass(req.traffic_class, hreq.Header("x-traffic-class"));
+  if (!traffic.ok()) return SendError(w, traffic.status());
   if (!s->family_) {
     return SendError(w, WithErrorCode(absl::FailedPreconditionError(s->chat_unavailable_),
                                       "chat_template_unavailable"));
@@ -70,7 +74,7 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   if (return_ids) prompt_ids_out = *ids;
 
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      Submit({id, *std::move(ids), *params, req.cache_salt});
+      Submit({id, *std::move(ids), *params, req.cache_salt, *traffic});
   if (!stream.ok()) return SendError(w, stream.status());
 
   protocol::OutputParserOptions parser_options;

@@ -34,6 +34,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   std::optional<bool> thinking_opt;
   std::string effort_name;
   std::string cache_salt;
+  std::optional<kv::TrafficClass> traffic_field;
   if (!anthropic) {
     absl::StatusOr<ResponsesRequest> p = ParseResponsesRequest(hreq.body);
     if (!p.ok()) return fail(p.status());
@@ -44,6 +45,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     thinking_opt = rreq->thinking;
     effort_name = rreq->reasoning_effort;
     cache_salt = rreq->cache_salt;
+    traffic_field = rreq->traffic_class;
   } else {
     absl::StatusOr<MessagesRequest> p =
         ParseMessagesRequest(hreq.body, api == CodecApi::kCountTokens);
@@ -55,8 +57,12 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     thinking_opt = mreq->thinking;
     effort_name = mreq->reasoning_effort;
     cache_salt = mreq->cache_salt;
+    traffic_field = mreq->traffic_class;
   }
   if (absl::Status st = CheckModel(model_name); !st.ok()) return fail(st);
+  absl::StatusOr<kv::TrafficClass> traffic =
+      codec_util::ResolveTrafficClass(traffic_field, hreq.Header("x-traffic-class"));
+  if (!traffic.ok()) return fail(traffic.status());
   if (!s->family_) return fail(absl::FailedPreconditionError(s->chat_unavailable_));
   protocol::EncodeOptions options;
   options.family = *s->family_;
@@ -108,7 +114,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   const bool stream_mode = sampling->stream;
   const size_t prompt_len = ids->size();
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      Submit({id, *std::move(ids), *params, cache_salt});
+      Submit({id, *std::move(ids), *params, cache_salt, *traffic});
   if (!stream.ok()) return fail(stream.status());
 
   protocol::OutputParserOptions parser_options;

@@ -80,6 +80,28 @@ absl::Status ReadCacheSalt(const Json& obj, std::string* out) {
   return absl::OkStatus();
 }
 
+absl::Status ReadTrafficClass(const Json& obj, std::optional<kv::TrafficClass>* out) {
+  const Json* f = Field(obj, "traffic_class");
+  if (f == nullptr) return absl::OkStatus();
+  if (f->is_string() && f->get_ref<const std::string&>() == "chat") {
+    *out = kv::TrafficClass::kChat;
+  } else if (f->is_string() && f->get_ref<const std::string&>() == "agent") {
+    *out = kv::TrafficClass::kAgent;
+  } else {
+    return WrongType("traffic_class", "one of 'chat' or 'agent'");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kv::TrafficClass> ResolveTrafficClass(std::optional<kv::TrafficClass> body,
+                                                     std::string_view header) {
+  if (body) return *body;
+  const std::string value = absl::AsciiStrToLower(absl::StripAsciiWhitespace(AbslView(header)));
+  if (value.empty() || value == "chat") return kv::TrafficClass::kChat;
+  if (value == "agent") return kv::TrafficClass::kAgent;
+  return Bad("X-Traffic-Class", "'X-Traffic-Class' must be one of 'chat' or 'agent'");
+}
+
 const Json* Field(const Json& obj, const char* name) {
   auto it = obj.find(name);
   if (it == obj.end() || it->is_null()) return nullptr;

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kv/block_record.h"
 #include "nlohmann/json.hpp"
 #include "protocol/conversation.h"
 
@@ -79,6 +80,20 @@ absl::Status ReadSeed(const Json& obj, const char* name, std::string_view path,
 // "Extension fields"). Absent or null leaves `out` unchanged (no salt). Errors: InvalidArgument
 // naming `cache_salt` for a non-string or an empty string (vLLM's rule).
 absl::Status ReadCacheSalt(const Json& obj, std::string* out);
+
+// The `traffic_class` extension field (all four generation APIs): "chat" or "agent", the class
+// whose TTL the KV store applies to the blocks the request writes (docs/kv-tiers.md). Absent or
+// null leaves `out` unchanged. Errors: InvalidArgument naming `traffic_class` for anything else
+// (a non-string, another string; values are case-sensitive, like every enum in the APIs).
+absl::Status ReadTrafficClass(const Json& obj, std::optional<kv::TrafficClass>* out);
+
+// The request's traffic class from its body field (ReadTrafficClass) and the `X-Traffic-Class`
+// header value (`header`, "" = absent). The body wins: a gateway sets the header as the
+// deployment's default, an application overrides it per request with the field (the header is
+// then not looked at). Neither = chat. The header is matched case-insensitively, ignoring
+// surrounding blanks. Errors: InvalidArgument naming `X-Traffic-Class` for another header value.
+absl::StatusOr<kv::TrafficClass> ResolveTrafficClass(std::optional<kv::TrafficClass> body,
+                                                     std::string_view header);
 
 }  // namespace deepinfer::api::codec_util
 

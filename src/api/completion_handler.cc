@@ -3,6 +3,7 @@
 #include <span>
 
 #include "absl/strings/str_cat.h"
+#include "api/codec_util.h"
 #include "api/errors.h"
 #include "api/server_internal.h"
 #include "api/stop_matcher.h"
@@ -30,6 +31,9 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
   if (!parsed.ok()) return SendError(w, parsed.status());
   CompletionRequest& req = *parsed;
   if (absl::Status st = CheckModel(req.model); !st.ok()) return SendError(w, st);
+  absl::StatusOr<kv::TrafficClass> traffic =
+      codec_util::ResolveTrafficClass(req.traffic_class, hreq.Header("x-traffic-class"));
+  if (!traffic.ok()) return SendError(w, traffic.status());
   const Tokenizer& tok = *s->tokenizer_;
   std::vector<int32_t> prompt;
   std::string prompt_text;
@@ -107,7 +111,7 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
   const std::vector<int32_t> prompt_ids = prompt;
 
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      Submit({id, std::move(prompt), *params, req.cache_salt});
+      Submit({id, std::move(prompt), *params, req.cache_salt, *traffic});
   if (!stream.ok()) return SendError(w, stream.status());
 
   struct Sample {

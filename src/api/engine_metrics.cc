@@ -1,5 +1,8 @@
 #include "api/engine_metrics.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace deepinfer::api {
 
 EngineMetrics::EngineMetrics(http::MetricsRegistry* r, const std::string& model_name) {
@@ -26,6 +29,44 @@ EngineMetrics::EngineMetrics(http::MetricsRegistry* r, const std::string& model_
                                 "Host memory held by sliding-window state snapshots.");
   snapshot_evictions_ = r->GetCounter("deepinfer_prefix_cache_snapshot_evictions_total",
                                       "Snapshots evicted from their memory budget (LRU).");
+  const char* tier_hits = "deepinfer_prefix_cache_tier_hits_total";
+  const char* tier_hits_help =
+      "Prompt tokens served from the prefix cache, by the tier their blocks were in.";
+  pool_hits_ = r->GetCounter(tier_hits, tier_hits_help, {{"tier", "pool"}});
+  host_hits_ = r->GetCounter(tier_hits, tier_hits_help, {{"tier", "host"}});
+  store_hits_ = r->GetCounter(tier_hits, tier_hits_help, {{"tier", "store"}});
+  fetches_ = r->GetCounter("deepinfer_kv_tier_fetches_total",
+                           "Fetches of a waiting request's blocks from the KV store (L2) into L1.");
+  fetch_failures_ = r->GetCounter("deepinfer_kv_tier_fetch_failures_total",
+                                  "Fetches cut short by a failed KV store read or match.");
+  fetch_seconds_ = r->GetCounter("deepinfer_kv_tier_fetch_seconds_total",
+                                 "Time spent in fetches, summed over the fetch threads.");
+  fetched_blocks_ = r->GetCounter("deepinfer_kv_tier_fetched_blocks_total",
+                                  "KV blocks copied from the KV store (L2) into L1.");
+  fetched_bytes_ = r->GetCounter("deepinfer_kv_tier_fetched_bytes_total",
+                                 "Record bytes copied from the KV store (L2) into L1.");
+  writes_ = r->GetCounter("deepinfer_kv_tier_writes_total",
+                          "KV blocks written back to every configured tier.");
+  write_bytes_ = r->GetCounter("deepinfer_kv_tier_write_bytes_total",
+                               "Record bytes written back (counted once per tier written).");
+  dropped_writes_ = r->GetCounter("deepinfer_kv_tier_dropped_writes_total",
+                                  "Write-backs dropped because the write queue was full.");
+  const char* failures = "deepinfer_kv_tier_write_failures_total";
+  const char* failures_help = "Write-backs a tier refused or failed (the block is not there).";
+  l1_write_failures_ = r->GetCounter(failures, failures_help, {{"tier", "l1"}});
+  l2_write_failures_ = r->GetCounter(failures, failures_help, {{"tier", "l2"}});
+  write_queue_depth_ = r->GetGauge("deepinfer_kv_tier_write_queue_depth",
+                                   "KV blocks queued for write-back now.");
+  l1_bad_records_ =
+      r->GetCounter("deepinfer_kv_tier_bad_records_total",
+                    "Records that failed verification when read back (erased, a miss).",
+                    {{"tier", "l1"}});
+  tier_snapshot_writes_ =
+      r->GetCounter("deepinfer_kv_tier_snapshot_writes_total",
+                    "Sliding-window state snapshots stored in the shared-memory arena.");
+  tier_snapshot_reads_ =
+      r->GetCounter("deepinfer_kv_tier_snapshot_reads_total",
+                    "Snapshots found in the shared-memory arena after a miss in memory.");
   const http::Labels model = {{"model_name", model_name}};
   vllm_queries_ =
       r->GetCounter("vllm:prefix_cache_queries_total",
@@ -51,6 +92,26 @@ void EngineMetrics::Update(const engine::EngineStats& st) {
   snapshots_->Set(static_cast<double>(st.snapshots));
   snapshot_bytes_->Set(static_cast<double>(st.snapshot_bytes));
   snapshot_evictions_->SetTotal(static_cast<double>(st.snapshot_evictions));
+  const int64_t from_tiers = st.prefix_cache_host_hit_tokens + st.prefix_cache_store_hit_tokens;
+  pool_hits_->SetTotal(static_cast<double>(std::max<int64_t>(0, st.prefix_cache_hit_tokens -
+                                                                    from_tiers)));
+  host_hits_->SetTotal(static_cast<double>(st.prefix_cache_host_hit_tokens));
+  store_hits_->SetTotal(static_cast<double>(st.prefix_cache_store_hit_tokens));
+  const engine::KvTierStats& t = st.tiers;
+  fetches_->SetTotal(static_cast<double>(t.fetches));
+  fetch_failures_->SetTotal(static_cast<double>(t.fetch_failures));
+  fetch_seconds_->SetTotal(static_cast<double>(t.fetch_nanos) * 1e-9);
+  fetched_blocks_->SetTotal(static_cast<double>(t.fetched_blocks));
+  fetched_bytes_->SetTotal(static_cast<double>(t.fetched_bytes));
+  writes_->SetTotal(static_cast<double>(t.writes));
+  write_bytes_->SetTotal(static_cast<double>(t.write_bytes));
+  dropped_writes_->SetTotal(static_cast<double>(t.dropped_writes));
+  l1_write_failures_->SetTotal(static_cast<double>(t.l1_write_failures));
+  l2_write_failures_->SetTotal(static_cast<double>(t.l2_write_failures));
+  write_queue_depth_->Set(static_cast<double>(t.write_queue_depth));
+  l1_bad_records_->SetTotal(static_cast<double>(t.l1_bad_records));
+  tier_snapshot_writes_->SetTotal(static_cast<double>(t.snapshot_writes));
+  tier_snapshot_reads_->SetTotal(static_cast<double>(t.snapshot_reads));
   vllm_queries_->SetTotal(static_cast<double>(st.prefix_cache_query_tokens));
   vllm_hits_->SetTotal(static_cast<double>(st.prefix_cache_hit_tokens));
 }

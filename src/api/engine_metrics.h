@@ -10,6 +10,15 @@
 //   deepinfer_prefix_cache_evicted_blocks_total, deepinfer_prefix_cache_blocks (cached blocks,
 //   evictable or in use), deepinfer_prefix_cache_snapshots and _snapshot_bytes (SWA state
 //   snapshots held), deepinfer_prefix_cache_snapshot_evictions_total;
+//   KV tiers (docs/kv-tiers.md): deepinfer_prefix_cache_tier_hits_total{tier="pool"|"host"|
+//   "store"} (hit tokens by where their blocks were: the engine's block pool, the host tier L1,
+//   the KV store L2; the three sum to deepinfer_prefix_cache_hits_total),
+//   deepinfer_kv_tier_fetches_total, _fetch_failures_total, _fetch_seconds_total,
+//   _fetched_blocks_total, _fetched_bytes_total (L2 -> L1 fetches), deepinfer_kv_tier_writes_total,
+//   _write_bytes_total, _dropped_writes_total, _write_failures_total{tier="l1"|"l2"} and the gauge
+//   deepinfer_kv_tier_write_queue_depth (write-back), deepinfer_kv_tier_bad_records_total{tier=
+//   "l1"} (records that failed verification), deepinfer_kv_tier_snapshot_writes_total and
+//   _snapshot_reads_total (SWA snapshots in the shared-memory arena);
 //   and vLLM's names for dashboards written against vLLM: vllm:prefix_cache_queries_total and
 //   vllm:prefix_cache_hits_total (counters in tokens, label model_name).
 // The engine's cumulative counts never go down (a prefix-cache reset empties the cache, not the
@@ -51,6 +60,23 @@ class EngineMetrics {
   http::Gauge* snapshots_;
   http::Gauge* snapshot_bytes_;
   http::Counter* snapshot_evictions_;
+  http::Counter* pool_hits_;
+  http::Counter* host_hits_;
+  http::Counter* store_hits_;
+  http::Counter* fetches_;
+  http::Counter* fetch_failures_;
+  http::Counter* fetch_seconds_;
+  http::Counter* fetched_blocks_;
+  http::Counter* fetched_bytes_;
+  http::Counter* writes_;
+  http::Counter* write_bytes_;
+  http::Counter* dropped_writes_;
+  http::Counter* l1_write_failures_;
+  http::Counter* l2_write_failures_;
+  http::Gauge* write_queue_depth_;
+  http::Counter* l1_bad_records_;
+  http::Counter* tier_snapshot_writes_;
+  http::Counter* tier_snapshot_reads_;
   http::Counter* vllm_queries_;
   http::Counter* vllm_hits_;
 };

@@ -87,5 +87,64 @@ TEST(EngineMetricsTest, GaugesFollowSnapshotsCountersKeepTotals) {
   EXPECT_THAT(text, Not(HasSubstr("deepinfer_prefix_cache_blocks 17\n")));
 }
 
+// The tier series, each line written by hand from the values set here: 640 hit tokens, of which
+// 128 came from L1 and 256 from L2, leave 256 for the pool.
+TEST(EngineMetricsTest, KvTierStatsRenderByTier) {
+  http::MetricsRegistry r;
+  EngineMetrics m(&r, "demo");
+  engine::EngineStats st = Stats();
+  st.prefix_cache_host_hit_tokens = 128;
+  st.prefix_cache_store_hit_tokens = 256;
+  st.tiers.writes = 11;
+  st.tiers.write_bytes = 22000;
+  st.tiers.dropped_writes = 3;
+  st.tiers.l1_write_failures = 1;
+  st.tiers.l2_write_failures = 4;
+  st.tiers.write_queue_depth = 7;
+  st.tiers.fetches = 5;
+  st.tiers.fetch_failures = 2;
+  st.tiers.fetched_blocks = 9;
+  st.tiers.fetched_bytes = 90000;
+  st.tiers.fetch_nanos = 1500000000;
+  st.tiers.l1_bad_records = 6;
+  st.tiers.snapshot_writes = 8;
+  st.tiers.snapshot_reads = 10;
+  m.Update(st);
+  const std::string text = r.RenderText();
+  for (const char* line : {
+           "# TYPE deepinfer_prefix_cache_tier_hits_total counter\n",
+           "deepinfer_prefix_cache_tier_hits_total{tier=\"pool\"} 256\n",
+           "deepinfer_prefix_cache_tier_hits_total{tier=\"host\"} 128\n",
+           "deepinfer_prefix_cache_tier_hits_total{tier=\"store\"} 256\n",
+           "# TYPE deepinfer_kv_tier_fetches_total counter\n",
+           "deepinfer_kv_tier_fetches_total 5\n",
+           "deepinfer_kv_tier_fetch_failures_total 2\n",
+           "deepinfer_kv_tier_fetch_seconds_total 1.5\n",
+           "deepinfer_kv_tier_fetched_blocks_total 9\n",
+           "deepinfer_kv_tier_fetched_bytes_total 90000\n",
+           "deepinfer_kv_tier_writes_total 11\n",
+           "deepinfer_kv_tier_write_bytes_total 22000\n",
+           "deepinfer_kv_tier_dropped_writes_total 3\n",
+           "# TYPE deepinfer_kv_tier_write_failures_total counter\n",
+           "deepinfer_kv_tier_write_failures_total{tier=\"l1\"} 1\n",
+           "deepinfer_kv_tier_write_failures_total{tier=\"l2\"} 4\n",
+           "# TYPE deepinfer_kv_tier_write_queue_depth gauge\n",
+           "deepinfer_kv_tier_write_queue_depth 7\n",
+           "deepinfer_kv_tier_bad_records_total{tier=\"l1\"} 6\n",
+           "deepinfer_kv_tier_snapshot_writes_total 8\n",
+           "deepinfer_kv_tier_snapshot_reads_total 10\n",
+       }) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+  // No tiers configured: every hit is a pool hit and the tier series read 0.
+  http::MetricsRegistry r0;
+  EngineMetrics m0(&r0, "demo");
+  m0.Update(Stats());
+  const std::string text0 = r0.RenderText();
+  EXPECT_THAT(text0, HasSubstr("deepinfer_prefix_cache_tier_hits_total{tier=\"pool\"} 640\n"));
+  EXPECT_THAT(text0, HasSubstr("deepinfer_prefix_cache_tier_hits_total{tier=\"store\"} 0\n"));
+  EXPECT_THAT(text0, HasSubstr("deepinfer_kv_tier_write_queue_depth 0\n"));
+}
+
 }  // namespace
 }  // namespace deepinfer::api

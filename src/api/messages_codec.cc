@@ -426,6 +426,7 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(std::string_view body, bool
   // Extension (not in Anthropic's API; vLLM/SGLang style extra body field): the sampler seed.
   RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &req.sampling.seed));
   RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
+  RETURN_IF_ERROR(codec_util::ReadTrafficClass(obj, &req.traffic_class));
   std::optional<bool> stream;
   RETURN_IF_ERROR(codec_util::ReadBool(obj, "stream", "stream", &stream));
   req.sampling.stream = stream.value_or(false);

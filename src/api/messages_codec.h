@@ -46,6 +46,8 @@ struct MessagesRequest {
   SamplingFields sampling;
   // vLLM's `cache_salt` extension ("" = none): prefix-cache isolation (codec_util::ReadCacheSalt).
   std::string cache_salt;
+  // The `traffic_class` extension field (nullopt = absent; codec_util::ReadTrafficClass).
+  std::optional<kv::TrafficClass> traffic_class;
 };
 
 // Parses and validates. `count_tokens`: the body of /v1/messages/count_tokens (max_tokens not

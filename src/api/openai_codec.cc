@@ -432,6 +432,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_vie
   RETURN_IF_ERROR(GetBool(obj, "logprobs", &req.logprobs));
   RETURN_IF_ERROR(GetBool(obj, "parallel_tool_calls", &req.parallel_tool_calls));
   RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
+  RETURN_IF_ERROR(codec_util::ReadTrafficClass(obj, &req.traffic_class));
   RETURN_IF_ERROR(GetBool(obj, "return_token_ids", &req.return_token_ids));
   std::optional<int64_t> top;
   RETURN_IF_ERROR(GetInt(obj, "top_logprobs", 0, 20, &top));
@@ -483,6 +484,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body) 
   RETURN_IF_ERROR(GetInt(obj, "prompt_logprobs", 0, 20, &plp));
   if (plp) req.prompt_logprobs = static_cast<int>(*plp);
   RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
+  RETURN_IF_ERROR(codec_util::ReadTrafficClass(obj, &req.traffic_class));
   RETURN_IF_ERROR(GetBool(obj, "return_token_ids", &req.return_token_ids));
   RETURN_IF_ERROR(ParseSampling(obj, &req.sampling));
   // best_of is not implemented beyond n (docs/protocol.md); OpenAI's checks still apply, except

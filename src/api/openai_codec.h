@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kv/block_record.h"
 #include "nlohmann/json.hpp"
 #include "protocol/conversation.h"
 #include "protocol/output_parser.h"
@@ -67,6 +68,8 @@ struct ChatCompletionRequest {
   bool parallel_tool_calls = true;
   // vLLM's `cache_salt` ("" = none): prefix-cache isolation (codec_util::ReadCacheSalt).
   std::string cache_salt;
+  // The `traffic_class` extension field (nullopt = absent; codec_util::ReadTrafficClass).
+  std::optional<kv::TrafficClass> traffic_class;
   // vLLM's `return_token_ids`: the response carries `prompt_token_ids` (top level) and
   // `token_ids` (each choice; in streams, each chunk's new ids).
   bool return_token_ids = false;
@@ -88,6 +91,8 @@ struct CompletionRequest {
   std::optional<int> prompt_logprobs;
   // vLLM's `cache_salt` ("" = none): prefix-cache isolation (codec_util::ReadCacheSalt).
   std::string cache_salt;
+  // The `traffic_class` extension field (nullopt = absent; codec_util::ReadTrafficClass).
+  std::optional<kv::TrafficClass> traffic_class;
   // vLLM's `return_token_ids`: each choice carries `prompt_token_ids` and `token_ids` (vLLM puts
   // both on the choice for completions, since a completions request may batch prompts).
   bool return_token_ids = false;

@@ -1,5 +1,6 @@
 #include "api/openai_codec.h"
 
+#include "api/codec_util.h"
 #include "api/errors.h"
 #include "api/messages_codec.h"
 #include "api/responses_codec.h"
@@ -233,6 +234,92 @@ TEST(OpenAiCodecTest, CacheSaltIsTheSameOnEveryRoute) {
       }
     }
   }
+}
+
+// The traffic_class extension field, on all four generation routes: "chat" or "agent" (absent or
+// null = unset, so the header or the default decides); anything else is a 400 naming the field,
+// in each API's own error shape.
+TEST(OpenAiCodecTest, TrafficClassIsTheSameOnEveryRoute) {
+  using Cls = std::optional<kv::TrafficClass>;
+  auto parse = [](int route, const std::string& field) -> absl::StatusOr<Cls> {
+    const std::string extra = field.empty() ? "" : ", \"traffic_class\": " + field;
+    switch (route) {
+      case 0: {
+        absl::StatusOr<ChatCompletionRequest> r = ParseChatCompletionRequest(
+            R"({"messages": [{"role": "user", "content": "x"}])" + extra + "}");
+        if (!r.ok()) return r.status();
+        return r->traffic_class;
+      }
+      case 1: {
+        absl::StatusOr<CompletionRequest> r =
+            ParseCompletionRequest(R"({"prompt": [1, 2])" + extra + "}");
+        if (!r.ok()) return r.status();
+        return r->traffic_class;
+      }
+      case 2: {
+        absl::StatusOr<ResponsesRequest> r =
+            ParseResponsesRequest(R"({"input": "x")" + extra + "}");
+        if (!r.ok()) return r.status();
+        return r->traffic_class;
+      }
+      default: {
+        absl::StatusOr<MessagesRequest> r = ParseMessagesRequest(
+            R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}])" +
+            extra + "}");
+        if (!r.ok()) return r.status();
+        return r->traffic_class;
+      }
+    }
+  };
+  for (int route = 0; route < 4; ++route) {
+    SCOPED_TRACE(route);
+    ASSERT_OK_AND_ASSIGN(Cls none, parse(route, ""));
+    EXPECT_EQ(none, std::nullopt);
+    ASSERT_OK_AND_ASSIGN(Cls null_cls, parse(route, "null"));
+    EXPECT_EQ(null_cls, std::nullopt);
+    ASSERT_OK_AND_ASSIGN(Cls chat, parse(route, R"("chat")"));
+    EXPECT_EQ(chat, kv::TrafficClass::kChat);
+    ASSERT_OK_AND_ASSIGN(Cls agent, parse(route, R"("agent")"));
+    EXPECT_EQ(agent, kv::TrafficClass::kAgent);
+    for (const char* bad : {"\"\"", "\"Agent\"", "\"batch\"", "1", "true", "[\"agent\"]"}) {
+      absl::StatusOr<Cls> got = parse(route, bad);
+      EXPECT_THAT(got, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("'traffic_class' must be one of 'chat' or 'agent'")))
+          << bad;
+      EXPECT_EQ(ErrorParam(got.status()), "traffic_class") << bad;
+      if (route == 3) {
+        Json body = Json::parse(AnthropicErrorJson(got.status()));
+        EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+        EXPECT_EQ(body["error"]["message"].get<std::string>().rfind("traffic_class: ", 0), 0u)
+            << body.dump();
+      } else {
+        Json body = Json::parse(OpenAiErrorJson(got.status()));
+        EXPECT_EQ(body["error"]["param"], "traffic_class");
+        EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+      }
+    }
+  }
+}
+
+// The body field wins over the X-Traffic-Class header (which is then not looked at); the header
+// alone decides otherwise (any case, blanks around ignored); neither = chat.
+TEST(OpenAiCodecTest, TrafficClassBodyWinsOverTheHeader) {
+  using codec_util::ResolveTrafficClass;
+  using kv::TrafficClass;
+  auto is = [](const absl::StatusOr<TrafficClass>& got, TrafficClass want) {
+    return got.ok() && *got == want;
+  };
+  EXPECT_TRUE(is(ResolveTrafficClass(std::nullopt, ""), TrafficClass::kChat));
+  EXPECT_TRUE(is(ResolveTrafficClass(std::nullopt, "agent"), TrafficClass::kAgent));
+  EXPECT_TRUE(is(ResolveTrafficClass(std::nullopt, " Agent "), TrafficClass::kAgent));
+  EXPECT_TRUE(is(ResolveTrafficClass(std::nullopt, "CHAT"), TrafficClass::kChat));
+  EXPECT_TRUE(is(ResolveTrafficClass(TrafficClass::kChat, "agent"), TrafficClass::kChat));
+  EXPECT_TRUE(is(ResolveTrafficClass(TrafficClass::kAgent, ""), TrafficClass::kAgent));
+  EXPECT_TRUE(is(ResolveTrafficClass(TrafficClass::kAgent, "nonsense"), TrafficClass::kAgent));
+  absl::StatusOr<TrafficClass> bad = ResolveTrafficClass(std::nullopt, "batch");
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            HasSubstr("'X-Traffic-Class' must be one of 'chat' or 'agent'")));
+  EXPECT_EQ(ErrorParam(bad.status()), "X-Traffic-Class");
 }
 
 // vLLM's return_token_ids: a boolean on Chat and Completions; the ids go where vLLM puts them

@@ -78,6 +78,8 @@ void ApiServer::Impl::Finish(const RequestRecord& r, int status) {
   e2e->Observe(total_s);
   LOG(INFO) << "request " << r.id << " " << r.route << " status=" << status
             << " prompt_tokens=" << r.prompt_tokens << " cached_tokens=" << r.cached_tokens
+            << " cached_host_tokens=" << r.cached_host_tokens
+            << " cached_store_tokens=" << r.cached_store_tokens
             << " replayed_tokens=" << r.replayed_tokens
             << " generated_tokens=" << r.generated_tokens
             << " ttft_ms=" << (ttft_s >= 0 ? absl::StrCat(ttft_s * 1e3) : std::string("none"))

@@ -361,6 +361,7 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
   req.sampling.max_tokens_param = "max_output_tokens";
   RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &req.sampling.seed));
   RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
+  RETURN_IF_ERROR(codec_util::ReadTrafficClass(obj, &req.traffic_class));
   return req;
 }
 

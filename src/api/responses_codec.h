@@ -46,6 +46,8 @@ struct ResponsesRequest {
   bool parallel_tool_calls = true;
   // vLLM's `cache_salt` extension ("" = none): prefix-cache isolation (codec_util::ReadCacheSalt).
   std::string cache_salt;
+  // The `traffic_class` extension field (nullopt = absent; codec_util::ReadTrafficClass).
+  std::optional<kv::TrafficClass> traffic_class;
   nlohmann::ordered_json tools_json = nlohmann::ordered_json::array();
   nlohmann::ordered_json tool_choice_json = "auto";
   nlohmann::ordered_json text_format_json = {{"type", "text"}};  // text.format as sent

@@ -93,6 +93,10 @@ struct RequestRecord {
   // The request's prefix-cache hit: sample 0's (with n > 1 the other samples fork its prompt).
   int64_t cached_tokens = 0;
   int64_t replayed_tokens = 0;
+  // Of cached_tokens: served from the host tier (L1) and from the KV store (L2); the rest came
+  // from the engine's block pool.
+  int64_t cached_host_tokens = 0;
+  int64_t cached_store_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t arrival_ns = 0;      // when the handler started (0: the engine's arrival)
   int64_t first_token_ns = 0;  // 0 = no token
@@ -103,6 +107,8 @@ struct RequestRecord {
     if (o.sample_index == 0) {
       cached_tokens = o.cached_tokens;
       replayed_tokens = o.replayed_tokens;
+      cached_host_tokens = o.cached_host_tokens;
+      cached_store_tokens = o.cached_store_tokens;
     }
     generated_tokens += static_cast<int64_t>(o.token_ids.size());
     if (o.first_token_ns > 0 && (first_token_ns == 0 || o.first_token_ns < first_token_ns)) {

@@ -58,6 +58,9 @@ class HostArena {
     tier_ = std::move(*t);
   }
   ~HostArena() {
+    // No leak: every reader (swap-in, fetch, verification) released its pin by the time the
+    // engines using this arena are gone (they are declared after it, so destroyed before).
+    EXPECT_EQ(tier_->Stats().pinned_slots, 0u) << name_;
     tier_.reset();
     (void)kv::HostTier::Unlink(name_);
   }
@@ -162,6 +165,15 @@ TierRun GenerateStream(Engine& engine, const std::vector<int32_t>& prompt, int m
   return run;
 }
 
+// No leak after Shutdown: the write-back queue drained (Shutdown finishes queued writes), no
+// block is left in use, and nothing in L1 is pinned.
+void ExpectNoTierLeak(Engine& engine, kv::HostTier* host) {
+  const EngineStats s = engine.Stats();
+  EXPECT_EQ(s.tiers.write_queue_depth, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  if (host != nullptr) EXPECT_EQ(host->Stats().pinned_slots, 0u);
+}
+
 std::unique_ptr<Engine> MakeEngine(const FakeModelOptions& mo, const EngineConfig& c) {
   auto e = Engine::Create(std::make_unique<FakeModel>(mo), c);
   CHECK(e.ok()) << e.status();
@@ -185,6 +197,7 @@ TEST(KvTiersTest, RestartedEngineHitsTheStoreAndTheHostTier) {
     EXPECT_EQ(first.cached, 0);
     EXPECT_EQ(first.tokens, Oracle(mo, p, 5));
     engine->Shutdown();
+    ExpectNoTierLeak(*engine, l1.get());
   }  // the engine's tiers finish their writes when it goes
   auto stats = store->Stats();
   ASSERT_OK(stats.status());
@@ -198,6 +211,7 @@ TEST(KvTiersTest, RestartedEngineHitsTheStoreAndTheHostTier) {
     EXPECT_EQ(again.store, 0);
     EXPECT_EQ(again.tokens, Oracle(mo, p, 5));
     engine->Shutdown();
+    ExpectNoTierLeak(*engine, l1.get());
     EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
   }
   // Another machine (a fresh host arena) on the same store, after the store restarted too.
@@ -214,6 +228,7 @@ TEST(KvTiersTest, RestartedEngineHitsTheStoreAndTheHostTier) {
     EXPECT_EQ(s.tiers.fetched_blocks, 5);
     EXPECT_EQ(s.prefix_cache_store_hit_tokens, 5 * kB);
     engine->Shutdown();
+    ExpectNoTierLeak(*engine, other.get());
     EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
     EXPECT_EQ(engine->Stats().tiers.write_queue_depth, 0);
   }
@@ -248,7 +263,9 @@ TEST(KvTiersTest, StoreDownAtStartAndMidRunNeverChangesOutputs) {
   EXPECT_EQ(r.tokens, Oracle(mo, q, 5));
   EXPECT_GT(engine2->Stats().tiers.fetch_failures, 0);
   engine->Shutdown();
+  ExpectNoTierLeak(*engine, l1.get());
   engine2->Shutdown();
+  ExpectNoTierLeak(*engine2, fresh.get());
   EXPECT_EQ(engine2->Stats().kv_blocks_used, 0);
 }
 
@@ -274,6 +291,7 @@ TEST(KvTiersTest, StallPastTheFetchDeadlineSchedulesTheRequestAnyway) {
   EXPECT_LT(waited, 1.4);  // did not wait for the stalled store
   faulty.stall_ms = 0;
   engine->Shutdown();
+  ExpectNoTierLeak(*engine, l1.get());
 }
 
 TEST(KvTiersTest, CorruptAndMismatchedRecordsAreMissesNeverData) {
@@ -302,6 +320,7 @@ TEST(KvTiersTest, CorruptAndMismatchedRecordsAreMissesNeverData) {
     EXPECT_EQ(r.tokens, Oracle(mo, p, 5));
     EXPECT_EQ(r.store, 2 * kB);
     engine->Shutdown();
+    ExpectNoTierLeak(*engine, l1.get());
   }
   auto stats = store->Stats();
   ASSERT_OK(stats.status());
@@ -315,6 +334,7 @@ TEST(KvTiersTest, CorruptAndMismatchedRecordsAreMissesNeverData) {
   EXPECT_EQ(r.tokens, Oracle(mo, p, 5));
   EXPECT_EQ(r.store, 0);
   engine->Shutdown();
+  ExpectNoTierLeak(*engine, l1.get());
   EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
 }
 
@@ -330,6 +350,7 @@ TEST(KvTiersTest, FailedWritesLeaveNoVisibleKey) {
     auto engine = MakeEngine(mo, TierConfig(l1.get(), store.get()));
     EXPECT_EQ(GenerateStream(*engine, p).tokens, Oracle(mo, p, 5));
     engine->Shutdown();
+    ExpectNoTierLeak(*engine, l1.get());
     EXPECT_GT(engine->Stats().tiers.l2_write_failures, 0);
   }
   env.ClearFaults();
@@ -357,6 +378,7 @@ TEST(KvTiersTest, AFullWriteQueueDropsAndCounts) {
   EXPECT_GT(engine->Stats().tiers.dropped_writes, 0);
   faulty.stall_ms = 0;
   engine->Shutdown();
+  ExpectNoTierLeak(*engine, l1.get());
 }
 
 TEST(KvTiersTest, SnapshotsInSharedMemorySurviveARestart) {
@@ -376,6 +398,7 @@ TEST(KvTiersTest, SnapshotsInSharedMemorySurviveARestart) {
     auto engine = MakeEngine(mo, c);
     GenerateStream(*engine, p1, 2);  // leaves blocks 0-2 and the snapshot at 384
     engine->Shutdown();
+    ExpectNoTierLeak(*engine, l1.get());
     EXPECT_GE(engine->Stats().tiers.snapshot_writes, 1);
   }
   auto engine = MakeEngine(mo, c);  // a new engine: empty pool and snapshot cache
@@ -385,7 +408,9 @@ TEST(KvTiersTest, SnapshotsInSharedMemorySurviveARestart) {
   EXPECT_EQ(r.tokens, Oracle(mo, p, 5));  // restored from the snapshot: no replay
   EXPECT_EQ(engine->Stats().prefix_cache_replays, 0);
   engine->Shutdown();
+  ExpectNoTierLeak(*engine, l1.get());
   EXPECT_GE(engine->Stats().tiers.snapshot_reads, 1);
+  EXPECT_EQ((*snaps)->Stats().pinned_slots, 0u);
   snaps->reset();
   (void)kv::HostTier::Unlink(snap_name);
 }

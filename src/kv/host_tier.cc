@@ -408,6 +408,9 @@ HostTierStats HostTier::Stats() {
   st.misses = a.h->misses;
   st.inserts = a.h->inserts;
   st.evictions = a.h->evictions;
+  for (int32_t s = 0; s < a.h->num_slots; ++s) {
+    if (a.meta[s].pins > 0) ++st.pinned_slots;
+  }
   return st;
 }
 

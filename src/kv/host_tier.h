@@ -41,6 +41,9 @@ struct HostTierStats {
   uint64_t misses = 0;
   uint64_t inserts = 0;
   uint64_t evictions = 0;
+  // Slots with at least one read pin now (PinnedSlot alive in any process mapping the arena);
+  // 0 when nothing reads, so a test can check that no reader leaked a pin.
+  uint64_t pinned_slots = 0;
 };
 
 class HostTier;

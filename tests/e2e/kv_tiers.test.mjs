@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
-import { BIN, STORIES, haveStories, sleep, startServer } from './helpers.mjs';
+import { BIN, STORIES, demoModel, haveStories, metric, postRaw, sleep, startServer } from './helpers.mjs';
 
 const PROMPT = Array(16)
   .fill('Once upon a time there was a little girl named Lily who loved to play in the park.')
@@ -134,5 +134,127 @@ describe('KV tiers across processes', { skip: !haveStories() && 'stories260K abs
     assert.equal(a.cached, 0);
     assert.deepEqual(a.logprobs, reference.logprobs);
     await s.stop();
+  });
+});
+
+// DeepSeek-V4 (the demo preset: sliding window 128, so a hit needs an SWA snapshot or a bounded
+// replay) restarted on the same --kv-store-dir: with the same --host-kv-name the snapshot survived
+// in the shared-memory arena, so the hit is exact (bitwise, DEEPINFER_BATCH_INVARIANT=1); with a
+// fresh name the blocks come from L2 and the window state is rebuilt by a replay, which on W = 128
+// is approximate (docs/prefix-cache.md "What a replay costs in accuracy"): only the shape of that
+// answer is asserted. The first request is sent as `X-Traffic-Class: agent`; its records carry
+// the class byte (offset 60, kv/block_record.h).
+const DEMO = demoModel();
+const IDS = Array.from({ length: 640 }, (_, i) => 100 + ((i * 7919) % 50000));
+
+// The last per-request log line's tier fields (api/request_pump.cc).
+function logFields(server) {
+  const lines = server.logs().split('\n').filter((l) => l.includes(' completions status='));
+  const last = lines[lines.length - 1] ?? '';
+  const f = {};
+  for (const k of ['cached_tokens', 'cached_host_tokens', 'cached_store_tokens', 'replayed_tokens']) {
+    const m = last.match(new RegExp(`\\b${k}=(\\d+)`));
+    f[k] = m ? Number(m[1]) : undefined;
+  }
+  return f;
+}
+
+async function completeIds(server, headers = {}) {
+  const r = await postRaw(`${server.baseURL}/completions`, JSON.stringify({
+    prompt: IDS, max_tokens: 4, temperature: 0, logprobs: 1,
+  }), headers);
+  assert.equal(r.status, 200, r.text);
+  return { cached: r.json.usage.prompt_tokens_details?.cached_tokens ?? 0,
+    logprobs: r.json.choices[0].logprobs.token_logprobs };
+}
+
+function recordFiles(dir) {
+  const out = [];
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory() && e.name !== 'tmp') walk(p);
+      else if (e.isFile() && e.name.endsWith('.kvb')) out.push(p);
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+describe('DeepSeek-V4 restart on the KV tiers', { skip: !DEMO && 'demo model unavailable' }, () => {
+  const dirs = [];
+  const tiers = (dir, tag) => ['--kv-store-dir', dir, '--host-kv-name', hostName(tag),
+    '--host-kv-memory', '256M', '--host-snapshot-memory', '256M'];
+  before(() => { process.env.DEEPINFER_BATCH_INVARIANT = '1'; });
+  after(() => {
+    removeShm();
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  });
+
+  test('traffic_class: a bad value is a 400 naming the field, in each API\'s shape', async () => {
+    const s = await startServer(DEMO, ['--no-prefix-caching']);
+    try {
+      const c = await postRaw(`${s.baseURL}/completions`,
+        JSON.stringify({ prompt: [1, 2], max_tokens: 1, traffic_class: 'batch' }));
+      assert.equal(c.status, 400);
+      assert.equal(c.json.error.param, 'traffic_class');
+      const h = await postRaw(`${s.baseURL}/completions`, JSON.stringify({ prompt: [1, 2], max_tokens: 1 }),
+        { 'x-traffic-class': 'batch' });
+      assert.equal(h.status, 400);
+      assert.equal(h.json.error.param, 'X-Traffic-Class');
+      const m = await postRaw(`${s.baseURL}/messages`, JSON.stringify({ model: 'demo', max_tokens: 1,
+        messages: [{ role: 'user', content: 'x' }], traffic_class: 7 }));
+      assert.equal(m.status, 400);
+      assert.equal(m.json.type, 'error');
+      assert.match(m.json.error.message, /^traffic_class: /);
+    } finally { await s.stop(); }
+  });
+
+  test('same --host-kv-name: exact from the snapshot; fresh name: from L2 with a replay', async () => {
+    const ref = await startServer(DEMO, ['--no-prefix-caching']);
+    let reference;
+    try { reference = await completeIds(ref); } finally { await ref.stop(); }
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deepinfer-kv-v4-'));
+    dirs.push(dir);
+    const flagsA = tiers(dir, 'v4a');
+    const first = await startServer(DEMO, flagsA);
+    const a = await completeIds(first, { 'x-traffic-class': 'agent' });
+    assert.equal(a.cached, 0);
+    assert.deepEqual(a.logprobs, reference.logprobs);
+    await first.stop();  // finishes the queued write-backs
+    const records = recordFiles(dir);
+    assert.ok(records.length >= 4, `records: ${records.length}`);  // floor(643 / 128) blocks
+    for (const f of records) assert.equal(fs.readFileSync(f)[60], 1, `${f}: class byte`);  // agent
+
+    const same = await startServer(DEMO, flagsA);  // same machine: L1 and its snapshots survived
+    const b = await completeIds(same);
+    const fb = logFields(same);
+    assert.ok(b.cached >= 128 && b.cached % 128 === 0, `cached ${b.cached}`);
+    assert.equal(fb.cached_tokens, b.cached);
+    assert.equal(fb.cached_host_tokens, b.cached);
+    assert.equal(fb.cached_store_tokens, 0);
+    assert.equal(fb.replayed_tokens, 0);
+    assert.deepEqual(b.logprobs, reference.logprobs);  // bitwise
+    assert.equal(await metric(same.url, 'deepinfer_prefix_cache_tier_hits_total', 'tier="host"'), b.cached);
+    assert.equal(await metric(same.url, 'deepinfer_prefix_cache_tier_hits_total', 'tier="store"'), 0);
+    assert.ok(await metric(same.url, 'deepinfer_kv_tier_snapshot_reads_total') >= 1);
+    await same.stop();
+
+    const other = await startServer(DEMO, tiers(dir, 'v4b'));  // another machine: only L2
+    const c = await completeIds(other);
+    const fc = logFields(other);
+    console.log(`L2 restart: cached_tokens=${c.cached} replayed_tokens=${fc.replayed_tokens}`);
+    assert.ok(c.cached >= 128 && c.cached % 128 === 0, `cached ${c.cached}`);
+    assert.equal(fc.cached_store_tokens, c.cached);
+    assert.ok(fc.replayed_tokens > 0 && fc.replayed_tokens <= 128, `replayed ${fc.replayed_tokens}`);
+    // W = 128: the replayed window state is approximate, no bound to assert on the values.
+    assert.equal(c.logprobs.length, reference.logprobs.length);
+    for (const lp of c.logprobs) assert.ok(Number.isFinite(lp) && lp <= 0);
+    assert.equal(await metric(other.url, 'deepinfer_prefix_cache_tier_hits_total', 'tier="store"'), c.cached);
+    assert.ok(await metric(other.url, 'deepinfer_kv_tier_fetches_total') >= 1);
+    assert.equal(await metric(other.url, 'deepinfer_kv_tier_fetched_blocks_total'), c.cached / 128);
+    assert.equal(await metric(other.url, 'deepinfer_kv_tier_fetch_failures_total'), 0);
+    assert.equal(await metric(other.url, 'deepinfer_kv_tier_write_failures_total', 'tier="l2"'), 0);
+    await other.stop();
   });
 });
