@@ -50,7 +50,7 @@ demo: build
 
 # Full simulator experiments (docs/simulator.md); reduced smoke versions run inside `make test`
 # (sim_test). Results land in $(BUILD_DIR)/sim-out/<experiment>/.
-SIM_EXPERIMENTS = exp2_ttl eplb_prefill_ep4 eplb_prefill_ep2 eplb_decode_ep64
+SIM_EXPERIMENTS = exp1_cluster exp2_ttl eplb_prefill_ep4 eplb_prefill_ep2 eplb_decode_ep64
 sim: build
 	@for e in $(SIM_EXPERIMENTS); do \
 	  $(BUILD_DIR)/bin/deepinfer sim --config src/sim/experiments/$$e.json \

@@ -14,8 +14,10 @@ absl::Status RunSimulation(const std::string& config_json, const std::string& ou
     run = RunCacheSim(root, results);
   } else if (mode == "eplb") {
     run = RunEplbSim(root, results);
+  } else if (mode == "cluster") {
+    run = RunClusterSim(root, results);
   } else {
-    return absl::InvalidArgumentError("mode: expected \"cache\" or \"eplb\"");
+    return absl::InvalidArgumentError("mode: expected \"cache\", \"eplb\" or \"cluster\"");
   }
   if (!run.ok() && run.code() != absl::StatusCode::kInternal) return run;
   RETURN_IF_ERROR(results.Write(out_dir));

@@ -7,6 +7,9 @@
 //             workload is synthetic (WL-1..WL-3) or a Mooncake trace. EXP-2.
 //  * "eplb"   expert-parallel.md §4.4 moe_lb benchmark on a skewed synthetic routing trace:
 //             no EPLB / EPLB with the role's r, W, M / oracle, through cluster::EplbController.
+//  * "cluster" SIM-5 cluster fidelity (sim/cluster_sim.h): PE step loops pulling from the
+//             prefill LB's bucket queues, CE batches chosen by the decode LB, KV transfers,
+//             autoscaler and drain; EXP-1 (F per policy vs the ideal offline benchmark).
 // The config format is documented in docs/simulator.md. Outputs: one CSV per metric and
 // summary.json under the output directory; the same config and seed give byte-identical files
 // (SIM-3); nothing time-of-day or wall-clock is written.
@@ -29,6 +32,7 @@ absl::Status RunSimulation(const std::string& config_json, const std::string& ou
 // The modes, filling `results` (called by RunSimulation; exposed for tests).
 absl::Status RunCacheSim(const ConfigReader& root, Results& results);
 absl::Status RunEplbSim(const ConfigReader& root, Results& results);
+absl::Status RunClusterSim(const ConfigReader& root, Results& results);
 
 }  // namespace deepinfer::sim
 
