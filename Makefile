@@ -55,7 +55,10 @@ sim: build
 	@for e in $(SIM_EXPERIMENTS); do \
 	  $(BUILD_DIR)/bin/deepinfer sim --config src/sim/experiments/$$e.json \
 	    --out $(BUILD_DIR)/sim-out/$$e || exit 1; done
+	$(BUILD_DIR)/bin/deepinfer sim --exp2-checks --config src/sim/experiments/exp2_ttl.json \
+	  --out $(BUILD_DIR)/sim-out/exp2_checks
 	$(BUILD_DIR)/bin/deepinfer plan | tee $(BUILD_DIR)/sim-out/exp3_plan.txt || true
+	bash src/sim/plot_experiments.sh $(BUILD_DIR)/sim-out
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -11,6 +11,7 @@
 #     libgtest-dev libgmock-dev  unit tests
 #     libbenchmark-dev         microbenchmarks (make bench)
 #     pkg-config               locating pcre2/xxhash
+#     gnuplot-nox              PNG plots of the simulator experiments (make sim; tests never need it)
 #     clang                    -Wthread-safety analysis of annotated locking (scripts/check-thread-safety.sh, .ci/run)
 #     clang-14 libclang-rt-14-dev  libFuzzer + ASan/UBSan runtime (scripts/fuzz-protocol.sh)
 #   JavaScript test clients (npm ci from the checked-in package-lock.json): official openai and
@@ -18,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(cmake ninja-build g++ pkg-config libabsl-dev libboost-dev nlohmann-json3-dev
+DEBIAN_PACKAGES=(cmake ninja-build g++ pkg-config gnuplot-nox libabsl-dev libboost-dev nlohmann-json3-dev
   libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang)
 # Only for scripts/fuzz-protocol.sh (libFuzzer + ASan/UBSan runtime): `install-deps.sh --fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then DEBIAN_PACKAGES+=(clang-14 libclang-rt-14-dev); fi

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "sim/exp2.h"
 #include "sim/sim.h"
 #include "tools/cli_flags.h"
 #include "tools/commands.h"
@@ -18,6 +19,12 @@ int RunSim(int argc, char** argv) {
   FlagSet flags("sim");
   flags.AddString("config", "", "simulation config (JSON; see docs/simulator.md)");
   flags.AddString("out", "sim-out", "output directory (CSV per metric + summary.json)");
+  flags.AddBool("calibrate-p-resume", false,
+                "EXP-2: bisect workload.chat.p_resume of --config (a cache-mode config) so that "
+                "chat loses 0.75 points of hit rate at TTL 3 d vs 7 d; writes calibration.csv");
+  flags.AddBool("exp2-checks", false,
+                "EXP-2: run --config over 5 seeds and check (a)-(c) of cluster.md §6.6; writes "
+                "exp2_checks.csv");
   if (auto rc = flags.ParseCommandLine(argc, argv)) return *rc;
   const std::string path = flags.GetString("config");
   if (path.empty()) {
@@ -32,7 +39,11 @@ int RunSim(int argc, char** argv) {
   std::stringstream text;
   text << in.rdbuf();
   const auto t0 = std::chrono::steady_clock::now();
-  const absl::Status s = sim::RunSimulation(text.str(), flags.GetString("out"));
+  const absl::Status s =
+      flags.GetBool("calibrate-p-resume")
+          ? sim::CalibratePResume(text.str(), flags.GetString("out"), 0.0, 0.4, 6, 0.75)
+      : flags.GetBool("exp2-checks") ? sim::RunExp2Checks(text.str(), flags.GetString("out"))
+                                     : sim::RunSimulation(text.str(), flags.GetString("out"));
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "deepinfer sim: %s in %.1f s wall\n", s.ok() ? "done" : "failed", wall);
