@@ -10,7 +10,8 @@ if ! command -v gnuplot >/dev/null 2>&1; then
 fi
 term='set terminal pngcairo size 900,560 noenhanced font "sans,10"; set datafile separator ","'
 plot() {  # plot NAME 'gnuplot commands'
-  gnuplot -e "$term; set output '$out/$1.png'; $2" && echo "$out/$1.png"
+  if gnuplot -e "$term; set output '$out/$1.png'; $2"; then echo "$out/$1.png"
+  else echo "plot_experiments: $1 failed" >&2; fi
 }
 e1="$out/exp1_cluster"
 if [ -f "$e1/exp1.csv" ]; then
@@ -39,8 +40,8 @@ fi
 if [ -f "$out/exp2_checks/exp2_seeds.csv" ]; then
   plot exp2_seeds "set title 'EXP-2 (c): chat loss vs the 7 d TTL per seed'; set xlabel 'chat TTL (days)'; \
     set ylabel 'loss (points)'; set key top right; \
-    plot for [s=1:5] '$out/exp2_checks/exp2_seeds.csv' using (\$1 == s ? \$3 : NaN):6 \
-      with linespoints title sprintf('seed %d', s)"
+    plot '$out/exp2_checks/exp2_seeds.csv' every ::1 using 3:6:1 with points pt 7 lc variable \
+      title 'one colour per seed'"
 fi
 for e in eplb_prefill_ep4 eplb_prefill_ep2 eplb_decode_ep64; do
   d="$out/$e"
