@@ -56,9 +56,11 @@ sim: build
 	  $(BUILD_DIR)/bin/deepinfer sim --config src/sim/experiments/$$e.json \
 	    --out $(BUILD_DIR)/sim-out/$$e || exit 1; done
 	$(BUILD_DIR)/bin/deepinfer sim --exp2-checks --config src/sim/experiments/exp2_ttl.json \
-	  --out $(BUILD_DIR)/sim-out/exp2_checks
+	  --out $(BUILD_DIR)/sim-out/exp2_checks; echo $$? > $(BUILD_DIR)/sim-out/exp2_checks.rc
 	$(BUILD_DIR)/bin/deepinfer plan | tee $(BUILD_DIR)/sim-out/exp3_plan.txt || true
 	bash src/sim/plot_experiments.sh $(BUILD_DIR)/sim-out
+	@test "$$(cat $(BUILD_DIR)/sim-out/exp2_checks.rc)" = 0 || { echo "make sim: an EXP-2 check \
+	  failed (see $(BUILD_DIR)/sim-out/exp2_checks/exp2_checks.csv)"; exit 1; }
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
