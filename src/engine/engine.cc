@@ -382,6 +382,9 @@ void Engine::Impl::AbortRequest(const std::string& request_id) {
 }
 
 void Engine::Impl::PostProcess(const StepResult& result) {
+  local_stats_.swap_in_bytes += result.swap_in.bytes;
+  local_stats_.swap_in_copy_ns += result.swap_in.copy_ns;
+  local_stats_.swap_in_wait_ns += result.swap_in.wait_ns;
   for (const ItemResult& r : result.items) {
     auto it = seqs_.find(r.seq_id);
     if (it == seqs_.end()) continue;

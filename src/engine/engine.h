@@ -88,6 +88,11 @@ struct EngineStats {
   // KV tiers: prompt tokens served from L1 / L2, and the tiers' own counters.
   int64_t prefix_cache_host_hit_tokens = 0;
   int64_t prefix_cache_store_hit_tokens = 0;
+  // Swap-in from the host tier (bytes copied; copy time; time forwards waited for the copy, so
+  // 1 - wait / copy is the part of the copy the forwards hid).
+  int64_t swap_in_bytes = 0;
+  int64_t swap_in_copy_ns = 0;
+  int64_t swap_in_wait_ns = 0;
   KvTierStats tiers;
 };
 

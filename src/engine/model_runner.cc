@@ -1,12 +1,14 @@
 #include "engine/model_runner.h"
 
 #include <cstring>
+#include <optional>
 #include <span>
 
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/swap_in.h"
 
 namespace deepinfer::engine {
 
@@ -24,6 +26,7 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
   result.step_id = plan.step_id;
   result.items.resize(plan.items.size());
 
+  std::vector<const std::pair<int32_t, std::string>*> swap_ins;
   // Inputs. Decode items of sequences whose previous step failed have no input token.
   model::ForwardBatch batch;
   std::vector<int> item_of_chunk;
@@ -38,11 +41,9 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
     SeqState& s = it->second;
     // Swapped-in blocks are registered in the prefix index already: copy them whatever happens
     // to this item, so no cached block is ever left without its bytes.
-    for (const auto& [block, payload] : item.swap_ins) {
-      const int64_t block_bytes = model_->kv_layout().BlockBytes();
-      CHECK(block >= 0 && block < kv_.num_blocks);
-      CHECK(static_cast<int64_t>(payload.size()) == block_bytes);
-      std::memcpy(kv_.block_base + block * block_bytes, payload.data(), payload.size());
+    for (const auto& b : item.swap_ins) {
+      CHECK(b.first >= 0 && b.first < kv_.num_blocks);
+      swap_ins.push_back(&b);
     }
     if (s.failed) {
       result.items[i].status = absl::AbortedError("an earlier step of this sequence failed");
@@ -74,10 +75,24 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
     item_of_chunk.push_back(static_cast<int>(i));
   }
 
+  // Swap-in: beside the forward when the model waits for each paged cache it reads (layer by
+  // layer), else before it.
+  std::optional<SwapInCopier> copier;
+  model::KvCacheView kv = kv_;
+  if (!swap_ins.empty()) {
+    copier.emplace(model_->kv_layout(), kv_.block_base, swap_ins);
+    copier->Start();
+    if (model_->supports_paged_gate() && !batch.chunks.empty()) {
+      kv.gate = &*copier;
+    } else {
+      result.swap_in = copier->Finish();
+    }
+  }
   if (!batch.chunks.empty()) {
     const int64_t t0 = MonotonicNanos();
-    absl::Status status = model_->Forward(batch, kv_, &output_);
+    absl::Status status = model_->Forward(batch, kv, &output_);
     result.forward_ns = MonotonicNanos() - t0;
+    if (kv.gate != nullptr) result.swap_in = copier->Finish();
     if (!status.ok()) {
       for (int i : item_of_chunk) {
         result.items[i].status = status;

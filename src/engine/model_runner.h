@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "engine/grammar_constraint.h"
 #include "engine/scheduler.h"
+#include "engine/swap_in.h"
 #include "model/model.h"
 
 namespace deepinfer::engine {
@@ -41,6 +42,7 @@ struct StepResult {
   int64_t step_id = 0;
   std::vector<ItemResult> items;  // parallel to the plan's items
   int64_t forward_ns = 0;
+  SwapInStats swap_in;  // blocks copied in from the host tier for this step
 };
 
 class ModelRunner {

@@ -380,6 +380,14 @@ struct DeepseekV4Model::Impl {
                  const float* xn, const RowBatch& b, float* out, BlockDebug* dbg) const {
     const Config& c = *cfg;
     const AttentionWeights& aw = bw.attn;
+    // Blocks swapped in during this forward: this layer's caches must be in place before any
+    // of its rows is read (paged indices grow with the layer).
+    if (!b.seqs.empty() && bi.paged_kv >= 0) {
+      const KvCacheView& kv = *b.seqs[0].kv;
+      if (bi.paged_idx >= 0 && bi.paged_idx < bi.paged_kv) kv.BeforeRead(bi.paged_idx);
+      kv.BeforeRead(bi.paged_kv);
+      if (bi.paged_idx > bi.paged_kv) kv.BeforeRead(bi.paged_idx);
+    }
     const int64_t T = b.rows, D = c.hidden_size, H = c.num_heads, d = c.head_dim, rd = c.rope_dim;
     const int64_t W = c.window, m = bw.ratio;
     const float eps = static_cast<float>(c.rms_eps);

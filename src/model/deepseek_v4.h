@@ -99,6 +99,8 @@ class DeepseekV4Model final : public CausalLM {
   // naming a block outside the arena.
   absl::Status Forward(const ForwardBatch& batch, const KvCacheView& kv,
                        ForwardOutput* out) override;
+  // Each layer's attention calls kv.BeforeRead for its compressed-KV and indexer caches first.
+  bool supports_paged_gate() const override { return true; }
 
   // Forward of one chunk (Forward over a one-chunk batch) that also returns the final residual
   // streams (before the HC head), [T, hc_mult, hidden] FP32, for MTP. `logits` gets 0, 1 or T

@@ -129,6 +129,8 @@ class Llama final : public CausalLM {
   const KvLayout& kv_layout() const override { return layout_; }
   absl::Status Forward(const ForwardBatch& batch, const KvCacheView& kv,
                        ForwardOutput* out) override;
+  // Layer l calls kv.BeforeRead(2l) and (2l + 1) (its K and V caches) before using them.
+  bool supports_paged_gate() const override { return true; }
 
  private:
   absl::Status Validate(const ForwardBatch& batch, const KvCacheView& kv) const;
@@ -375,6 +377,9 @@ absl::Status Llama::Forward(const ForwardBatch& batch, const KvCacheView& kv, Fo
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& w = layers_[l];
+    // Swap-in running beside this forward: layer l's K and V caches first.
+    kv.BeforeRead(static_cast<int>(2 * l));
+    kv.BeforeRead(static_cast<int>(2 * l + 1));
     k::RmsNorm(x.data(), h.data(), T, d, w.attn_norm.data(), eps);
     Lin(h.data(), T, w.wq, w.bq, q.data());
     Lin(h.data(), T, w.wk, w.bk, kk.data());

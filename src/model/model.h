@@ -42,6 +42,16 @@ struct ModelInfo {
   int64_t active_weight_bytes_per_token = 0;  // bytes read per decoded token (MoE: active experts)
 };
 
+// Lets the engine fill cached blocks while a forward runs (KV-CACHE.md §3 "swap-in"): a model
+// that supports it (CausalLM::supports_paged_gate) calls BeforeRead(c) before it first reads
+// paged cache `c` (an index into KvLayout::paged) in a forward, and calls them in increasing c;
+// the call returns once cache c of every block being swapped in is in place.
+class PagedCacheGate {
+ public:
+  virtual ~PagedCacheGate() = default;
+  virtual void BeforeRead(int paged_index) const = 0;
+};
+
 // Where the engine's KV memory is. Block b's bytes start at block_base + b * layout.BlockBytes();
 // slot s's at state_base + s * layout.StateBytes(). Both arenas are 64-byte aligned.
 struct KvCacheView {
@@ -49,6 +59,11 @@ struct KvCacheView {
   int64_t num_blocks = 0;
   uint8_t* state_base = nullptr;
   int64_t num_state_slots = 0;
+  // Non-null while blocks are being swapped in during this forward (see PagedCacheGate).
+  const PagedCacheGate* gate = nullptr;
+  void BeforeRead(int paged_index) const {
+    if (gate != nullptr) gate->BeforeRead(paged_index);
+  }
 };
 
 // Which logits a chunk wants.
@@ -105,6 +120,10 @@ class CausalLM {
   // output is produced, but KV rows of the batch's positions may have been partially written.
   virtual absl::Status Forward(const ForwardBatch& batch, const KvCacheView& kv,
                                ForwardOutput* out) = 0;
+
+  // Whether Forward calls KvCacheView::BeforeRead before reading each paged cache (then the
+  // engine overlaps swap-in copies with the forward; otherwise it copies before the forward).
+  virtual bool supports_paged_gate() const { return false; }
 };
 
 // Options shared by all architectures when loading.

@@ -86,6 +86,9 @@ absl::Status FakeModel::Forward(const model::ForwardBatch& batch, const model::K
     }
   }
   ++num_forwards_;
+  // Both paged caches ("tok" 0, "cmp" 1) are read below: wait for a swap-in running beside us.
+  kv.BeforeRead(0);
+  kv.BeforeRead(1);
   out->logits.clear();
   out->chunk_row_begin.assign(1, 0);
   const int64_t vocab = options_.vocab_size;

@@ -38,6 +38,7 @@ class FakeModel : public model::CausalLM {
   const model::KvLayout& kv_layout() const override { return layout_; }
   absl::Status Forward(const model::ForwardBatch& batch, const model::KvCacheView& kv,
                        model::ForwardOutput* out) override;
+  bool supports_paged_gate() const override { return true; }
 
   int64_t num_forwards() const { return num_forwards_.load(); }
 
