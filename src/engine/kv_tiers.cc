@@ -158,11 +158,13 @@ void KvTiers::FetchLoop() {
       if (stop_) return;
       job = std::move(fetches_.front());
       fetches_.pop_front();
+      ++fetches_in_progress_;
     }
     const int64_t t0 = MonotonicNanos();
     RunFetch(job);
     job.ticket->done_.store(true, std::memory_order_release);
     absl::MutexLock lock(&mu_);
+    --fetches_in_progress_;
     stats_.fetch_nanos += MonotonicNanos() - t0;
   }
 }
@@ -268,6 +270,7 @@ KvTierStats KvTiers::Stats() const {
   absl::MutexLock lock(&mu_);
   KvTierStats s = stats_;
   s.write_queue_depth = static_cast<int64_t>(writes_.size()) + writes_in_progress_;
+  s.fetch_queue_depth = static_cast<int64_t>(fetches_.size()) + fetches_in_progress_;
   return s;
 }
 

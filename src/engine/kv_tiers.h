@@ -65,7 +65,8 @@ struct KvTierStats {
   int64_t dropped_writes = 0;     // queue full
   int64_t l1_write_failures = 0;  // HostTier::Put failed
   int64_t l2_write_failures = 0;  // BlockStore::Put failed
-  int64_t write_queue_depth = 0;  // blocks queued now
+  int64_t write_queue_depth = 0;  // blocks queued now (or being written)
+  int64_t fetch_queue_depth = 0;  // fetches queued now (or running)
   int64_t fetches = 0;            // fetches started
   int64_t fetch_failures = 0;     // an L2 read or match failed (not a plain miss)
   int64_t fetched_blocks = 0;     // blocks copied from L2 into L1
@@ -151,6 +152,7 @@ class KvTiers {
   std::deque<Write> writes_ ABSL_GUARDED_BY(mu_);
   std::deque<FetchJob> fetches_ ABSL_GUARDED_BY(mu_);
   int64_t writes_in_progress_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t fetches_in_progress_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   KvTierStats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;

@@ -168,7 +168,13 @@ TierRun GenerateStream(Engine& engine, const std::vector<int32_t>& prompt, int m
 // No leak after Shutdown: the write-back queue drained (Shutdown finishes queued writes), no
 // block is left in use, and nothing in L1 is pinned.
 void ExpectNoTierLeak(Engine& engine, kv::HostTier* host) {
-  const EngineStats s = engine.Stats();
+  // A fetch the request stopped waiting for (deadline) may still be running: it must end.
+  EngineStats s = engine.Stats();
+  for (int i = 0; i < 500 && s.tiers.fetch_queue_depth > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    s = engine.Stats();
+  }
+  EXPECT_EQ(s.tiers.fetch_queue_depth, 0);
   EXPECT_EQ(s.tiers.write_queue_depth, 0);
   EXPECT_EQ(s.kv_blocks_used, 0);
   if (host != nullptr) EXPECT_EQ(host->Stats().pinned_slots, 0u);
