@@ -10,10 +10,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/config.h"
 #include "common/status_matchers.h"
 #include "engine/engine.h"
 #include "engine/kv_tiers.h"
@@ -25,6 +27,7 @@
 #include "kv/snapshot_record.h"
 #include "kvstore/fault_env.h"
 #include "kvstore/store.h"
+#include "model/model.h"
 
 namespace deepinfer::engine {
 namespace {
@@ -50,10 +53,10 @@ FakeModelOptions Stateless() {
 // A host-tier arena with a name unique to this test process and test.
 class HostArena {
  public:
-  explicit HostArena(const std::string& tag, int32_t slots = 64) {
+  explicit HostArena(const std::string& tag, int32_t slots = 64, size_t block_bytes = 4096) {
     name_ = "/deepinfer-test-" + std::to_string(getpid()) + "-" + tag;
     (void)kv::HostTier::Unlink(name_);
-    auto t = kv::HostTier::Create(name_, kv::kBlockRecordHeaderBytes + 4096, slots);
+    auto t = kv::HostTier::Create(name_, kv::kBlockRecordHeaderBytes + block_bytes, slots);
     CHECK(t.ok()) << t.status();
     tier_ = std::move(*t);
   }
@@ -419,6 +422,84 @@ TEST(KvTiersTest, SnapshotsInSharedMemorySurviveARestart) {
   EXPECT_EQ((*snaps)->Stats().pinned_slots, 0u);
   snaps->reset();
   (void)kv::HostTier::Unlink(snap_name);
+}
+
+// DeepSeek-V4 restarted on another machine (fresh host arena, no snapshots): the hit comes from
+// the store and its last block is replayed. The reference is the same request on an uncached
+// engine: on dsv4-tiny-a a replay is exact (docs/prefix-cache.md, "What a replay costs in
+// accuracy": (L - 1)(W - 1) + W <= 128), so the logprobs must be bitwise equal.
+TEST(KvTiersTest, DeepSeekV4RestartFromTheStoreWithAReplayEqualsTheUncachedRun) {
+  const std::string dir = std::string(DEEPINFER_SHARED_DIR) + "/models/dsv4-tiny-a";
+  if (!fs::exists(dir + "/config.json")) GTEST_SKIP() << "model absent: " << dir;
+  EnvConfig env = Env();
+  env.batch_invariant = true;
+  SetEnvConfigForTesting(env);
+  auto load = [&] {
+    model::LoadOptions o;
+    o.show_progress = false;
+    auto m = model::LoadModel(dir, o);
+    CHECK(m.ok()) << m.status();
+    return std::move(*m);
+  };
+  std::mt19937 rng(77);
+  std::vector<int32_t> p2(450);
+  for (int32_t& t : p2) t = 3 + static_cast<int32_t>(rng() % 500);
+  const std::vector<int32_t> p1(p2.begin(), p2.begin() + 300);
+  SamplingParams sp = Greedy(6);
+  sp.logprobs = 3;
+  sp.ignore_eos = true;
+  auto run = [&](Engine& e, const std::vector<int32_t>& prompt, StepOutput* last) {
+    GenerateRequest r;
+    r.prompt = prompt;
+    r.params = sp;
+    auto stream = e.Submit(r);
+    CHECK(stream.ok()) << stream.status();
+    std::vector<TokenLogprob> lps;
+    while (std::optional<StepOutput> o = (*stream)->Next()) {
+      lps.insert(lps.end(), o->logprobs.begin(), o->logprobs.end());
+      *last = *o;
+    }
+    return lps;
+  };
+  auto store = OpenStore(TempStoreDir("dsv4"));
+  EngineConfig c;
+  c.kv_memory_bytes = int64_t{256} << 20;
+  HostArena writer_l1("dsv4-w", 16, 1 << 16);
+  {
+    EngineConfig wc = c;
+    wc.tiers.host_tier = writer_l1.get();
+    wc.tiers.store = store.get();
+    auto writer = Engine::Create(load(), wc);
+    ASSERT_OK(writer.status());
+    StepOutput last;
+    run(**writer, p1, &last);
+    (*writer)->Shutdown();
+  }
+  EngineConfig plain = c;
+  plain.enable_prefix_caching = false;
+  auto ref_engine = Engine::Create(load(), plain);
+  ASSERT_OK(ref_engine.status());
+  StepOutput ref_last;
+  const std::vector<TokenLogprob> ref = run(**ref_engine, p2, &ref_last);
+
+  HostArena fresh("dsv4-r", 16, 1 << 16);
+  EngineConfig rc = c;
+  rc.tiers.host_tier = fresh.get();
+  rc.tiers.store = store.get();
+  auto reader = Engine::Create(load(), rc);
+  ASSERT_OK(reader.status());
+  StepOutput last;
+  const std::vector<TokenLogprob> got = run(**reader, p2, &last);
+  // Cap 450 - 22 = 428: L1 = 256 (blocks 0-1 from the store), no snapshot: replay [128, 256).
+  EXPECT_EQ(last.cached_tokens, kB);
+  EXPECT_EQ(last.cached_store_tokens, kB);
+  EXPECT_EQ(last.replayed_tokens, kB);
+  EXPECT_TRUE(last.approximate);
+  EXPECT_EQ(got, ref);
+  (*reader)->Shutdown();
+  ExpectNoTierLeak(**reader, fresh.get());
+  env.batch_invariant = false;
+  SetEnvConfigForTesting(env);
 }
 
 }  // namespace
