@@ -194,7 +194,13 @@ void KvTiers::RunFetch(FetchJob& job) {
       break;
     }
     absl::StatusOr<std::string> record = kv::EncodeBlockRecord(b->meta, b->payload);
-    if (!record.ok() || b->meta.key != rest[k]) break;
+    if (!record.ok() || b->meta.key != rest[k]) {
+      // The store returned a block that is not the one asked for (its tokens or parent do not
+      // hash to the key): a failure, never data.
+      absl::MutexLock lock(&mu_);
+      ++stats_.fetch_failures;
+      break;
+    }
     if (!options_.host_tier->Put(rest[k], *record).ok()) break;
     ++fetched;
     absl::MutexLock lock(&mu_);

@@ -69,6 +69,7 @@ struct Run {
   double ttft_s = 0;
   int cached = 0;
   KvTierStats tiers;
+  int64_t swap_in_bytes = 0, swap_in_copy_ns = 0, swap_in_wait_ns = 0;
 };
 
 // Serves `prompt` once on a fresh engine whose L1 is a fresh arena and whose L2 is `store`.
@@ -106,7 +107,11 @@ Run Serve(const std::vector<int32_t>& prompt, kv::BlockStore* store, const std::
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    r.tiers = (*llm)->engine().Stats().tiers;
+    const EngineStats st = (*llm)->engine().Stats();
+    r.tiers = st.tiers;
+    r.swap_in_bytes = st.swap_in_bytes;
+    r.swap_in_copy_ns = st.swap_in_copy_ns;
+    r.swap_in_wait_ns = st.swap_in_wait_ns;
   }
   host->reset();
   (void)kv::HostTier::Unlink(shm);
@@ -187,6 +192,15 @@ void BM_TtftFromL2VsComputed(benchmark::State& state) {
     state.counters["ttft_l2_s"] = from_l2.ttft_s;
     state.counters["ttft_speedup"] = computed.ttft_s / from_l2.ttft_s;
     state.counters["fetch_ms"] = static_cast<double>(from_l2.tiers.fetch_nanos) * 1e-6;
+    // Swap-in L1 -> pool beside the forward: copy time, time the forward waited for it, and the
+    // part of the copy the forward hid (1 - wait / copy).
+    state.counters["swap_in_MB"] = static_cast<double>(from_l2.swap_in_bytes) / 1e6;
+    state.counters["swap_in_copy_ms"] = static_cast<double>(from_l2.swap_in_copy_ns) * 1e-6;
+    state.counters["swap_in_wait_ms"] = static_cast<double>(from_l2.swap_in_wait_ns) * 1e-6;
+    if (from_l2.swap_in_copy_ns > 0) {
+      state.counters["swap_in_hidden"] =
+          1.0 - static_cast<double>(from_l2.swap_in_wait_ns) / from_l2.swap_in_copy_ns;
+    }
     state.counters["fetch_MBps"] =
         from_l2.tiers.fetch_nanos > 0 ? static_cast<double>(from_l2.tiers.fetched_bytes) * 1e3 /
                                             static_cast<double>(from_l2.tiers.fetch_nanos)

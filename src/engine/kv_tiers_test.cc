@@ -342,6 +342,7 @@ TEST(KvTiersTest, CorruptAndMismatchedRecordsAreMissesNeverData) {
   const TierRun r = GenerateStream(*engine, p);
   EXPECT_EQ(r.tokens, Oracle(mo, p, 5));
   EXPECT_EQ(r.store, 0);
+  EXPECT_GE(engine->Stats().tiers.fetch_failures, 1);  // the mismatch is counted
   engine->Shutdown();
   ExpectNoTierLeak(*engine, l1.get());
   EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
