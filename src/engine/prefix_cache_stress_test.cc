@@ -129,7 +129,9 @@ TEST_P(PrefixCacheStressTest, SharedPrefixRequestsUnderEvictionAndPreemptionMatc
   EXPECT_GT(cached, 0);
   EXPECT_GT(s.prefix_cache_evicted_blocks, 0);
   EXPECT_GT(s.num_preemptions, 0);
-  if (c.mode == EngineConfig::PrefixCacheMode::kExact) EXPECT_EQ(s.prefix_cache_replays, 0);
+  if (c.mode == EngineConfig::PrefixCacheMode::kExact) {
+    EXPECT_EQ(s.prefix_cache_replays, 0);
+  }
   EXPECT_LE(s.snapshot_bytes, config.snapshot_memory_bytes);
   // Nothing leaks: no block or slot is held, and after a reset nothing is cached either
   // (ResetPrefixCache also refreshes Stats on the engine thread).
