@@ -7,6 +7,7 @@
 #     libboost-dev             Boost.Beast/Asio HTTP server (src/http)
 #     nlohmann-json3-dev       JSON (protocol codecs, config.json, safetensors headers)
 #     libpcre2-dev             Unicode regex for tokenizer pre-tokenizers
+#     libicu-dev               NFKC/NFD/lowercase of the DeepSeek-V4.1 Engram token map (src/tokenizer)
 #     libxxhash-dev            XXH3 block hashing (src/kv)
 #     libgtest-dev libgmock-dev  unit tests
 #     libbenchmark-dev         microbenchmarks (make bench)
@@ -20,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(cmake ninja-build g++ pkg-config gnuplot-nox libabsl-dev libboost-dev nlohmann-json3-dev
-  libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang)
+  libpcre2-dev libicu-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang)
 # Only for scripts/fuzz-protocol.sh (libFuzzer + ASan/UBSan runtime): `install-deps.sh --fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then DEBIAN_PACKAGES+=(clang-14 libclang-rt-14-dev); fi
 
