@@ -2,10 +2,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/status.h"
+#include "model/deepseek_v41_numpy_rng.h"
 #include "nlohmann/json.hpp"
 
 namespace deepinfer::model::dsv41 {
@@ -21,19 +24,21 @@ bool IsPrime(int64_t n) {
   return true;
 }
 
-// Multipliers of the released configuration (spec §4.2 table, numpy 1.24.2 PCG64 stream of
-// default_rng(10007 * layer_id), compressed vocab 99092).
-struct BuiltinMultipliers {
-  int64_t compressed_vocab;
-  int64_t layer_id;
-  int64_t m[4];
-};
-constexpr BuiltinMultipliers kReleaseMultipliers[] = {
-    {99092, 1, {76632096046245, 4839876093313, 35959672319349, 73987337458391}},
-    {99092, 14, {67716810739261, 51510806800915, 30921347202721, 82619226485591}},
-};
+std::mutex& SourceMutex() {
+  static std::mutex m;
+  return m;
+}
+EngramTokenMapSource& Source() {
+  static EngramTokenMapSource* s = new EngramTokenMapSource();
+  return *s;
+}
 
 }  // namespace
+
+void SetEngramTokenMapSource(EngramTokenMapSource source) {
+  std::lock_guard<std::mutex> lock(SourceMutex());
+  Source() = std::move(source);
+}
 
 int EngramHasher::LayerIndex(int64_t layer_id) const {
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -104,22 +109,40 @@ absl::StatusOr<EngramHasher> EngramHasher::Load(const Config& c, const std::stri
     }
   } else {
     for (EngramLayerHash& L : h.layers_) {
-      for (const BuiltinMultipliers& b : kReleaseMultipliers) {
-        if (b.compressed_vocab == c.engram_compressed_vocab && b.layer_id == L.layer_id &&
-            c.engram_max_ngram == 4) {
-          L.multipliers.assign(b.m, b.m + 4);
-        }
-      }
-      if (L.multipliers.empty()) {
-        return absl::UnimplementedError(absl::StrCat(
-            dir, ": no engram_tables.json and no built-in Engram multipliers for layer ",
-            L.layer_id, " of this configuration"));
-      }
+      ASSIGN_OR_RETURN(L.multipliers,
+                       EngramMultipliers(L.layer_id, c.engram_compressed_vocab,
+                                         static_cast<int>(c.engram_max_ngram)));
     }
-    // TODO(dsv41): derive the token map from tokenizer.json (spec §4.2 normalisation chain).
-    return absl::UnimplementedError(absl::StrCat(
-        dir, ": no engram_tables.json; deriving the Engram token map from the tokenizer "
-             "(spec §4.2 build_compressed_token_map) is not implemented yet"));
+    EngramTokenMapSource source;
+    {
+      std::lock_guard<std::mutex> lock(SourceMutex());
+      source = Source();
+    }
+    if (!source) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          dir, ": no engram_tables.json and no tokenizer-based Engram token map source installed"));
+    }
+    ASSIGN_OR_RETURN(EngramTokenMap derived, source(dir));
+    if (derived.num_keys != c.engram_compressed_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, ": the tokenizer's Engram token map has ", derived.num_keys,
+          " keys but config.json engram_compressed_vocab_size is ", c.engram_compressed_vocab,
+          " (wrong tokenizer for this checkpoint?)"));
+    }
+    h.token_map_ = std::move(derived.map);
+    if (static_cast<int64_t>(h.token_map_.size()) > c.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(dir, ": the tokenizer has ",
+                                                     h.token_map_.size(),
+                                                     " ids, more than the model's vocab ",
+                                                     c.vocab_size));
+    }
+    // Embedding rows past the tokenizer's ids (DeepSeek pads 128 815 ids to 129 280 rows) are
+    // never produced by it; they hash as the pad token.
+    const int32_t pad =
+        c.engram_pad_token_id < static_cast<int64_t>(h.token_map_.size())
+            ? h.token_map_[static_cast<size_t>(c.engram_pad_token_id)]
+            : 0;
+    h.token_map_.resize(static_cast<size_t>(c.vocab_size), pad);
   }
   if (static_cast<int64_t>(h.token_map_.size()) < c.vocab_size) {
     return absl::InvalidArgumentError(

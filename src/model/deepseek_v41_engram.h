@@ -8,13 +8,17 @@
 //     their sum per layer must equal engram_num_embeddings);
 //   - token map and multipliers: `engram_tables.json` next to the checkpoint when present (the
 //     tiny checkpoints' stand-in for the tokenizer-derived map); its primes/offsets are
-//     cross-checked against the derived ones. Without the file the multipliers of the released
-//     configuration are built in (spec §4.2 table; numpy PCG64 is not re-implemented) and the
-//     token map must be derived from the tokenizer — not implemented yet (Unimplemented error).
+//     cross-checked against the derived ones. Without the file, as the official code does: the
+//     multipliers from numpy's default_rng(10007 * layer_id) stream (deepseek_v41_numpy_rng.h)
+//     and the token map from the checkpoint's tokenizer through the installed
+//     EngramTokenMapSource (tokenizer/engram_token_map.h; the model layer may not include the
+//     tokenizer, ARCHITECTURE.md §2). Its key count must equal engram_compressed_vocab_size
+//     (the official assert: a mismatch would silently rehash every lookup).
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V41_ENGRAM_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V41_ENGRAM_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +37,20 @@ struct EngramLayerHash {
   std::vector<int64_t> offsets;      // same shape: exclusive prefix sums of primes
   std::vector<int64_t> multipliers;  // [max_ngram]
 };
+
+// A token map derived from a tokenizer: compressed id per tokenizer id, and the key count.
+struct EngramTokenMap {
+  std::vector<int32_t> map;
+  int64_t num_keys = 0;
+};
+// Derives the token map of checkpoint directory `dir` (its tokenizer.json). Errors as the
+// tokenizer loader's (NotFound without tokenizer.json).
+using EngramTokenMapSource = std::function<absl::StatusOr<EngramTokenMap>(const std::string& dir)>;
+
+// Installs the process-wide source EngramHasher::Load uses when engram_tables.json is absent
+// (the deepinfer binary installs the tokenizer-based one at startup; tests install their own).
+// Without one such checkpoints fail to load with FailedPrecondition. Thread-safe.
+void SetEngramTokenMapSource(EngramTokenMapSource source);
 
 class EngramHasher {
  public:

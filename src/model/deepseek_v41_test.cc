@@ -21,8 +21,12 @@
 #include "model/deepseek_v41.h"
 #include "model/deepseek_v41_formats.h"
 #include "model/deepseek_v41_kv_layout.h"
+#include "model/deepseek_v41_engram.h"
 #include "model/deepseek_v41_make_test_model.h"
+#include "model/deepseek_v41_numpy_rng.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/engram_token_map.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deepinfer::model::dsv41 {
 namespace {
@@ -707,6 +711,137 @@ TEST(DsV41Invariants, BatchInvariance) {
   EXPECT_EQ(got, ref);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Engram constants and token map without engram_tables.json (spec §4.2).
+
+// numpy's default_rng(10007 * layer_id) stream: the spec's release table (numpy 1.24.2) and the
+// tiny checkpoint's file (derived by its author with numpy) are two independent references.
+TEST(DsV41Engram, MultipliersFollowNumpyStream) {
+  ASSERT_OK_AND_ASSIGN(auto l1, EngramMultipliers(1, 99092, 4));
+  EXPECT_EQ(l1, (std::vector<int64_t>{76632096046245, 4839876093313, 35959672319349,
+                                      73987337458391}));
+  ASSERT_OK_AND_ASSIGN(auto l14, EngramMultipliers(14, 99092, 4));
+  EXPECT_EQ(l14, (std::vector<int64_t>{67716810739261, 51510806800915, 30921347202721,
+                                       82619226485591}));
+  SKIP_WITHOUT_SHARED();
+  const Json t = ReadJson(ModelDir() + "/engram_tables.json");
+  ASSERT_OK_AND_ASSIGN(auto tiny, EngramMultipliers(1, t["compressed_vocab_size"].get<int64_t>(),
+                                                    static_cast<int>(t["multipliers"][0].size())));
+  EXPECT_EQ(tiny, t["multipliers"][0].get<std::vector<int64_t>>());
+}
+
+// A copy of dsv41-tiny-a without engram_tables.json (links to the shared files; config.json
+// optionally with another compressed vocabulary size) and, optionally, a tokenizer.json.
+std::string TinyWithoutTables(const std::string& name, int64_t compressed_vocab,
+                              const std::string& tokenizer_json) {
+  const fs::path dir = fs::path(::testing::TempDir()) / (std::to_string(getpid()) + "_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir / "inference");
+  for (const char* f : {"model.safetensors", "model.safetensors.index.json",
+                        "generation_config.json"}) {
+    fs::create_symlink(fs::path(ModelDir()) / f, dir / f);
+  }
+  for (const char* f : {"config.json", "inference/config.json"}) {
+    Json j = ReadJson(ModelDir() + "/" + f);
+    if (compressed_vocab > 0) {
+      if (j.contains("text_config")) {
+        j["text_config"]["engram_compressed_vocab_size"] = compressed_vocab;
+      } else {
+        j["engram_compressed_vocab_size"] = compressed_vocab;
+      }
+    }
+    std::ofstream(dir / f) << j.dump(2);
+  }
+  if (!tokenizer_json.empty()) fs::copy_file(tokenizer_json, dir / "tokenizer.json");
+  return dir.string();
+}
+
+std::vector<float> RunPrompt40(const std::string& dir) {
+  LoadOptions o;
+  o.show_progress = false;
+  auto lm = LoadDeepseekV41(dir, o);
+  CHECK(lm.ok()) << lm.status();
+  Session s(static_cast<DeepseekV41Model*>(lm->get()), 64);
+  auto got = s.Feed(Ints(ReadJson(GoldenDir() + "/prompt_040.json")["prompt"]));
+  CHECK(got.ok()) << got.status();
+  return *got;
+}
+
+// Without the file the multipliers come from the numpy stream and the map from the source: given
+// the tiny model's map, the logits equal the run with the file bit for bit.
+TEST(DsV41Engram, NoTablesFileDerivesTheSameHashing) {
+  SKIP_WITHOUT_SHARED();
+  const std::string dir = TinyWithoutTables("dsv41_no_tables", 0, "");
+  SetEngramTokenMapSource(nullptr);
+  LoadOptions o;
+  o.show_progress = false;
+  EXPECT_THAT(LoadDeepseekV41(dir, o).status(),
+              testing::StatusIs(absl::StatusCode::kFailedPrecondition));
+  const Json t = ReadJson(ModelDir() + "/engram_tables.json");
+  SetEngramTokenMapSource([&](const std::string&) -> absl::StatusOr<EngramTokenMap> {
+    return EngramTokenMap{t["token_map"].get<std::vector<int32_t>>(),
+                          t["compressed_vocab_size"].get<int64_t>()};
+  });
+  EXPECT_EQ(RunPrompt40(dir), RunPrompt40(ModelDir()));
+  SetEngramTokenMapSource(nullptr);
+  fs::remove_all(dir);
+}
+
+// The production path: the map derived from a real tokenizer.json (stories260K's 512 ids, the
+// tiny vocabulary size). The key count must match config.json (the official assert); with it set,
+// the checkpoint loads and runs, and token-by-token decode equals whole-prompt prefill.
+TEST(DsV41Engram, TokenizerDerivedMapLoadsAndRuns) {
+  SKIP_WITHOUT_SHARED();
+  const std::string tok_json = SharedDir() + "/models/stories260K/tokenizer.json";
+  if (!fs::exists(tok_json)) GTEST_SKIP() << "no stories260K tokenizer";
+  SetEngramTokenMapSource([](const std::string& dir) -> absl::StatusOr<EngramTokenMap> {
+    ASSIGN_OR_RETURN(auto tok, Tokenizer::FromDirectory(dir));
+    ASSIGN_OR_RETURN(auto m, tokenizer::BuildEngramTokenMap(*tok));
+    return EngramTokenMap{std::move(m.map), m.num_keys};
+  });
+  ASSERT_OK_AND_ASSIGN(auto tok, Tokenizer::FromDirectory(SharedDir() + "/models/stories260K"));
+  ASSERT_OK_AND_ASSIGN(auto derived, tokenizer::BuildEngramTokenMap(*tok));
+  ASSERT_LE(tok->vocab_size(), 512);
+  ASSERT_NE(derived.num_keys, 439);
+  {
+    const std::string bad = TinyWithoutTables("dsv41_tok_bad", 0, tok_json);
+    LoadOptions o;
+    o.show_progress = false;
+    EXPECT_THAT(LoadDeepseekV41(bad, o).status(),
+                testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                  ::testing::HasSubstr("engram_compressed_vocab_size")));
+    fs::remove_all(bad);
+  }
+  const std::string dir = TinyWithoutTables("dsv41_tok", derived.num_keys, tok_json);
+  LoadOptions o;
+  o.show_progress = false;
+  ASSERT_OK_AND_ASSIGN(auto lm, LoadDeepseekV41(dir, o));
+  auto* m = static_cast<DeepseekV41Model*>(lm.get());
+  std::vector<BlockDebug41> dbg;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 30; ++i) prompt.push_back((i * 53 + 5) % 500);
+  Session whole(m, 64);
+  m->set_debug(&dbg);
+  ASSERT_OK_AND_ASSIGN(auto ref, whole.Feed(prompt));
+  m->set_debug(nullptr);
+  for (float v : ref) ASSERT_TRUE(std::isfinite(v));
+  // The hash ids use the derived map: row ids of the Engram layer are inside the table.
+  bool saw_ids = false;
+  for (const BlockDebug41& d : dbg) {
+    for (int64_t id : d.engram_hash_ids) {
+      saw_ids = true;
+      EXPECT_GE(id, 0);
+      EXPECT_LT(id, 240);
+    }
+  }
+  EXPECT_TRUE(saw_ids);
+  Session step(m, 64);
+  ASSERT_OK_AND_ASSIGN(auto got, step.Feed(prompt, 1));
+  EXPECT_EQ(got, ref);
+  SetEngramTokenMapSource(nullptr);
+  fs::remove_all(dir);
+}
 
 // ---------------------------------------------------------------------------------------------
 // DSpark (§5; speculative.md §3): the golden flow — prefill seeds the context rings, each
