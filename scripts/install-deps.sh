@@ -15,13 +15,16 @@
 #     gnuplot-nox              PNG plots of the simulator experiments (make sim; tests never need it)
 #     clang                    -Wthread-safety analysis of annotated locking (scripts/check-thread-safety.sh, .ci/run)
 #     clang-14 libclang-rt-14-dev  libFuzzer + ASan/UBSan runtime (scripts/fuzz-protocol.sh)
+#     python3-dev pybind11-dev     the `deepinfer` Python package (src/python, python/; docs/python.md)
+#     python3-pytest python3-jsonschema  its test suite (python/tests, inside make test)
 #   JavaScript test clients (npm ci from the checked-in package-lock.json): official openai and
 #   @anthropic-ai/sdk clients, @lenml/tokenizers (independent tokenizer), ajv (schema validator).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(cmake ninja-build g++ pkg-config gnuplot-nox libabsl-dev libboost-dev nlohmann-json3-dev
-  libpcre2-dev libicu-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang)
+  libpcre2-dev libicu-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang
+  python3-dev pybind11-dev python3-pytest python3-jsonschema)
 # Only for scripts/fuzz-protocol.sh (libFuzzer + ASan/UBSan runtime): `install-deps.sh --fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then DEBIAN_PACKAGES+=(clang-14 libclang-rt-14-dev); fi
 
