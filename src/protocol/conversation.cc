@@ -20,7 +20,6 @@ constexpr ProtocolError kAllErrors[] = {
     ProtocolError::kInvalidToolArguments,
     ProtocolError::kInvalidTool,
     ProtocolError::kInvalidToolChoice,
-    ProtocolError::kToolChoiceInThinking,
     ProtocolError::kMissingReasoningContent,
     ProtocolError::kToolMessageWithoutCall,
     ProtocolError::kInvalidReasoningEffort,
@@ -156,8 +155,6 @@ std::string_view ProtocolErrorName(ProtocolError kind) {
       return "invalid_tool";
     case ProtocolError::kInvalidToolChoice:
       return "invalid_tool_choice";
-    case ProtocolError::kToolChoiceInThinking:
-      return "tool_choice_in_thinking";
     case ProtocolError::kMissingReasoningContent:
       return "missing_reasoning_content";
     case ProtocolError::kToolMessageWithoutCall:

@@ -152,7 +152,6 @@ enum class ProtocolError {
   kInvalidToolArguments,     // tool-call arguments not a JSON object
   kInvalidTool,              // tool without a name, duplicate tool name, schema too deep
   kInvalidToolChoice,        // named tool not declared, required/named without tools
-  kToolChoiceInThinking,     // required / named tool_choice with thinking enabled
   kMissingReasoningContent,  // thinking + tool-calling turn without reasoning_content
   kToolMessageWithoutCall,   // tool message not preceded by an assistant tool call
   kInvalidReasoningEffort,   // effort not accepted by the model family
@@ -175,9 +174,10 @@ struct ProtocolErrorInfo {
 // The tag of a status produced by MakeProtocolError(); nullopt for any other status.
 std::optional<ProtocolErrorInfo> GetProtocolError(const absl::Status& status);
 
-// Official error texts (DeepSeek API; spec §1.6, §5 case 20).
-inline constexpr std::string_view kMsgToolChoiceInThinking =
-    "Thinking mode does not support this tool_choice";
+// Official error texts (DeepSeek API; spec §1.6, §5 case 20). DeepSeek's API also rejects
+// tool_choice required / named in thinking mode ("Thinking mode does not support this
+// tool_choice"); deepinfer accepts it (issue #22: the model reasons, then the grammar forces the
+// call after `</think>`; docs/protocol.md), so that error does not exist here.
 inline constexpr std::string_view kMsgMissingReasoningContent =
     "The `reasoning_content` in the thinking mode must be passed back to the API.";
 inline constexpr std::string_view kMsgToolArgumentsNotObject =

@@ -24,13 +24,14 @@ TEST(ConversationTest, RolesRoundTrip) {
 }
 
 TEST(ConversationTest, ErrorTagsSurviveCopies) {
-  absl::Status st = MakeProtocolError(ProtocolError::kToolChoiceInThinking, "tool_choice",
-                                      kMsgToolChoiceInThinking);
+  absl::Status st = MakeProtocolError(ProtocolError::kMissingReasoningContent,
+                                      "messages[1].reasoning_content",
+                                      kMsgMissingReasoningContent);
   absl::Status copy = st;
   ASSERT_TRUE(GetProtocolError(copy).has_value());
-  EXPECT_EQ(GetProtocolError(copy)->kind, ProtocolError::kToolChoiceInThinking);
-  EXPECT_EQ(GetProtocolError(copy)->param, "tool_choice");
-  EXPECT_EQ(std::string(copy.message()), "Thinking mode does not support this tool_choice");
+  EXPECT_EQ(GetProtocolError(copy)->kind, ProtocolError::kMissingReasoningContent);
+  EXPECT_EQ(GetProtocolError(copy)->param, "messages[1].reasoning_content");
+  EXPECT_EQ(std::string(copy.message()), kMsgMissingReasoningContent);
   EXPECT_FALSE(GetProtocolError(absl::InvalidArgumentError("x")).has_value());
 }
 

@@ -214,10 +214,6 @@ absl::Status Validate(const Conversation& c, const EncodeOptions& o) {
   // Tool choice.
   const ToolChoice& tc = c.tool_choice;
   if (tc.mode == ToolChoice::Mode::kRequired || tc.mode == ToolChoice::Mode::kNamed) {
-    if (o.thinking) {
-      return MakeProtocolError(ProtocolError::kToolChoiceInThinking, "tool_choice",
-                               kMsgToolChoiceInThinking);
-    }
     if (c.tools.empty()) {
       return MakeProtocolError(ProtocolError::kInvalidToolChoice, "tool_choice",
                                "tool_choice requires tools to be specified");
@@ -630,9 +626,11 @@ absl::StatusOr<EncodedPrompt> EncodePrompt(const Conversation& c, const EncodeOp
   const bool ends_open = b.EndsWith(kThinkBegin);
   const bool ends_header = ends_open || b.EndsWith(kThinkEnd);
   out.start = ends_open ? ParserStart::kReasoning : ParserStart::kAnswer;
-  if (ends_header && c.tool_choice.mode != ToolChoice::Mode::kAuto &&
+  if (ends_header && !ends_open && c.tool_choice.mode != ToolChoice::Mode::kAuto &&
       c.tool_choice.mode != ToolChoice::Mode::kNone) {
-    // Chat mode only (validated): prefill the block opener (and the named invoke).
+    // Chat mode: prefill the block opener (and the named invoke). In thinking mode the prompt
+    // ends with `<think>` and nothing is prefilled: the model reasons first and the API layer's
+    // grammar forces the block after `</think>` (docs/structured-output.md).
     b.Text("\n\n<");
     b.Special(kDsml);
     b.Text(absl::StrCat(AbslView(names.block), ">\n"));

@@ -19,7 +19,9 @@
 //      messages before the last user message lose reasoning_content and developer messages before
 //      it are removed;
 //   6. per-message rendering and the generation header (`<｜Assistant｜>` + `<think>`/`</think>`);
-//      tool_choice required / named prefill the DSML block opener (chat mode only).
+//      tool_choice required / named prefill the DSML block opener in chat mode; in thinking
+//      mode the prompt ends with `<think>` like `auto` (tools rendered) and the caller forces the
+//      block after the reasoning (deepinfer's choice: DeepSeek's API answers 400 there).
 // Thread-safety: stateless functions.
 #ifndef DEEPINFER_PROTOCOL_PROMPT_ENCODER_H_
 #define DEEPINFER_PROTOCOL_PROMPT_ENCODER_H_
