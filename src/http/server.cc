@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "http/request_id.h"
 
 namespace deepinfer::http {
 
@@ -160,7 +161,8 @@ class HttpServer::Impl {
   // Writes a small error response with `Connection: close`; `path` ("" = unknown) picks the
   // error shape.
   void WriteError(TimedStream& stream, int status, const std::string& message,
-                  const std::string& path = "");
+                  const std::string& path = "",
+                  const std::map<std::string, std::string>& headers = {});
   std::pair<std::string, std::string> ErrorBody(int status, const std::string& message,
                                                 const std::string& path = "") const {
     if (config_.error_body) return config_.error_body(status, message, path);
@@ -184,14 +186,16 @@ namespace {
 // ResponseWriter over one connection for one request.
 class WriterImpl : public ResponseWriter {
  public:
+  // `common_headers` (request id, CORS) go on whatever response the handler sends.
   WriterImpl(Connection& conn, TimedStream& stream, bool keep_alive, bool head, bool http10,
-             std::atomic<bool>* stopping)
+             std::atomic<bool>* stopping, std::map<std::string, std::string> common_headers)
       : conn_(conn),
         stream_(stream),
         keep_alive_(keep_alive),
         head_(head),
         http10_(http10),
-        stopping_(stopping) {}
+        stopping_(stopping),
+        common_headers_(std::move(common_headers)) {}
 
   void Send(int status, std::string_view content_type, std::string body,
             const std::map<std::string, std::string>& extra_headers) override {
@@ -202,6 +206,7 @@ class WriterImpl : public ResponseWriter {
     res.result(static_cast<unsigned>(status));
     res.set(bhttp::field::server, "deepinfer");
     if (!content_type.empty()) res.set(bhttp::field::content_type, std::string(content_type));
+    for (const auto& [k, v] : common_headers_) res.set(k, v);
     for (const auto& [k, v] : extra_headers) res.set(k, v);
     res.keep_alive(KeepAlive());
     // An HTTP/1.0 client keeps the connection only when told so explicitly.
@@ -230,7 +235,9 @@ class WriterImpl : public ResponseWriter {
         absl::string_view(content_type.data(), content_type.size()),
         "\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n",
         http10_ ? "" : "Transfer-Encoding: chunked\r\n",
-        "Connection: ", KeepAlive() && !http10_ ? "keep-alive" : "close", "\r\n\r\n");
+        "Connection: ", KeepAlive() && !http10_ ? "keep-alive" : "close", "\r\n");
+    for (const auto& [k, v] : common_headers_) absl::StrAppend(&head, k, ": ", v, "\r\n");
+    head += "\r\n";
     return WriteRaw(head);
   }
 
@@ -291,6 +298,7 @@ class WriterImpl : public ResponseWriter {
   bool head_;    // HEAD request: headers only
   bool http10_;  // HTTP/1.0 request: no chunked encoding
   std::atomic<bool>* stopping_;
+  std::map<std::string, std::string> common_headers_;
   bool responded_ = false;
   bool streaming_ = false;
   bool ended_ = false;
@@ -366,13 +374,15 @@ void HttpServer::Impl::Serve(std::shared_ptr<Connection> conn) {
 }
 
 void HttpServer::Impl::WriteError(TimedStream& stream, int status, const std::string& message,
-                                  const std::string& path) {
+                                  const std::string& path,
+                                  const std::map<std::string, std::string>& headers) {
   auto [content_type, body] = ErrorBody(status, message, path);
   bhttp::response<bhttp::string_body> res;
   res.version(11);
   res.result(static_cast<unsigned>(status));
   res.set(bhttp::field::server, "deepinfer");
   res.set(bhttp::field::content_type, content_type);
+  for (const auto& [k, v] : headers) res.set(k, v);
   res.keep_alive(false);
   res.body() = std::move(body);
   res.prepare_payload();
@@ -431,6 +441,23 @@ void HttpServer::Impl::ServeRequests(Connection& conn) {
       std::string t(target.data(), target.size());
       return t.substr(0, t.find('?'));
     }();
+    // The request id and the CORS headers go on every response from here on, errors included
+    // (a browser can read an error only when it carries Access-Control-Allow-Origin).
+    auto header_value = [&](bhttp::field f) {
+      auto v = parser.get()[f];
+      return std::string(v.data(), v.size());
+    };
+    const std::string origin = header_value(bhttp::field::origin);
+    // A repeated X-Request-Id is refused (as the joined value HttpRequest would hold).
+    const absl::StatusOr<std::string> request_id = RequestIdFor(
+        parser.get().count("x-request-id") > 1
+            ? std::string("a, b")
+            : [&] {
+                auto v = parser.get()["x-request-id"];
+                return std::string(v.data(), v.size());
+              }());
+    std::map<std::string, std::string> common = CorsResponseHeaders(config_.cors, origin);
+    if (request_id.ok()) common["X-Request-Id"] = *request_id;
     {
       auto& h = parser.get();
       auto expect = h[bhttp::field::expect];
@@ -446,12 +473,12 @@ void HttpServer::Impl::ServeRequests(Connection& conn) {
         WriteError(stream, 408,
                    absl::StrCat("timed out reading the request body (no data for ",
                                 config_.request_timeout_s, " s)"),
-                   path);
+                   path, common);
       } else if (ec == bhttp::error::body_limit) {
         WriteError(stream, 413,
                    absl::StrCat("request body is larger than the limit of ", config_.max_body_bytes,
                                 " bytes"),
-                   path);
+                   path, common);
         // Drain what the client is still sending (bounded) so closing does not reset the
         // connection before it reads the 413.
         ::shutdown(conn.socket.native_handle(), SHUT_WR);
@@ -466,7 +493,8 @@ void HttpServer::Impl::ServeRequests(Connection& conn) {
           drained += static_cast<int64_t>(n);
         }
       } else if (!IsDisconnect(ec) && !conn.force_closed) {
-        WriteError(stream, 400, absl::StrCat("malformed HTTP request: ", ec.message()), path);
+        WriteError(stream, 400, absl::StrCat("malformed HTTP request: ", ec.message()), path,
+                   common);
       }
       return;
     }
@@ -488,9 +516,19 @@ void HttpServer::Impl::ServeRequests(Connection& conn) {
     req.body = std::move(msg.body());
     req.remote = conn.remote;
     req.version = static_cast<int>(msg.version());
+    if (request_id.ok()) req.request_id = *request_id;
 
-    WriterImpl writer(conn, stream, msg.keep_alive(), head, http10, stopping_);
-    handler_(req, writer);
+    WriterImpl writer(conn, stream, msg.keep_alive(), head, http10, stopping_, common);
+    if (!request_id.ok()) {
+      auto [content_type, body] = ErrorBody(400, std::string(request_id.status().message()), path);
+      writer.Send(400, content_type, body, {});
+    } else if (std::optional<CorsPreflight> pre =
+                   CorsPreflightFor(config_.cors, req.method, origin, req.Header("access-control-request-method"),
+                                    req.Header("access-control-request-headers"))) {
+      writer.Send(pre->status, "", pre->body, pre->headers);
+    } else {
+      handler_(req, writer);
+    }
     if (!writer.responded()) {
       auto [content_type, body] = ErrorBody(500, "the handler produced no response", req.path);
       writer.Send(500, content_type, body, {});

@@ -17,7 +17,12 @@
 //     just closed), so silent connections cannot hold `max_connections` slots;
 //   * idle keep-alive connections are closed after `idle_timeout_s`;
 //   * HEAD is answered with the headers the handler's Send() produces, without the body
-//     (RFC 9110 §9.3.2).
+//     (RFC 9110 §9.3.2);
+//   * request ids (http/request_id.h): HttpRequest::request_id is the client's X-Request-Id or a
+//     random one, and every response to a request whose header was read carries it as
+//     X-Request-Id; an unusable X-Request-Id gets a 400 without reaching the handler;
+//   * CORS (http/cors.h, HttpServerConfig::cors): preflights are answered here for every path,
+//     and every response to an allowed Origin carries the CORS headers.
 // Error bodies produced by the transport itself are built by `error_body` (set by api/ so they
 // use the error shape of the route's API family), or plain text when unset.
 //
@@ -46,6 +51,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "http/cors.h"
 
 namespace deepinfer::http {
 
@@ -58,6 +64,9 @@ struct HttpRequest {
   std::string body;
   std::string remote;  // peer "ip:port", for logs
   int version = 11;    // HTTP version as major*10+minor: 10 = HTTP/1.0, 11 = HTTP/1.1
+  // The client's X-Request-Id, or a random id when it sent none (http/request_id.h); echoed in
+  // the response's X-Request-Id header.
+  std::string request_id;
 
   // Value of header `name` (lower-case) or "" when absent.
   std::string Header(const std::string& name) const;
@@ -116,6 +125,7 @@ struct HttpServerConfig {
   int request_timeout_s = 30;
   int write_timeout_s = 60;  // a client that stops reading is treated as gone after this
   ErrorBodyFn error_body;    // optional; plain text when unset
+  CorsPolicy cors;           // browser cross-origin access; off unless origins are listed
 };
 
 class HttpServer {

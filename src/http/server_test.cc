@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <regex>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -363,6 +364,79 @@ TEST(HttpServerTest, BadHostIsInvalidArgumentAndBusyPortIsUnavailable) {
   HttpServerConfig same = TestConfig();
   same.port = first->port();
   EXPECT_THAT(HttpServer::Start(same, nullptr), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+
+TEST(HttpServerTest, RequestIdIsTheClientsOrRandomAndEchoedOnEveryResponse) {
+  ASSERT_OK_AND_ASSIGN(
+      auto server, HttpServer::Start(TestConfig(), [](const HttpRequest& req, ResponseWriter& w) {
+        if (req.path == "/stream") {
+          w.BeginStream(200, "text/event-stream");
+          w.WriteChunk("id=" + req.request_id);
+          w.EndStream();
+        } else {
+          w.Send(200, "text/plain", "id=" + req.request_id);
+        }
+      }));
+  RawClient c(server->port());
+  c.Send("GET /a HTTP/1.1\r\nHost: x\r\nX-Request-Id: trace-42\r\n\r\n");
+  std::string r = c.ReadUntil("id=trace-42");
+  EXPECT_THAT(r, HasSubstr("X-Request-Id: trace-42\r\n"));
+  c.Send("GET /stream HTTP/1.1\r\nHost: x\r\nX-Request-Id: s-1\r\n\r\n");
+  r = c.ReadUntil("0\r\n\r\n");
+  EXPECT_THAT(r, HasSubstr("X-Request-Id: s-1\r\n"));
+  EXPECT_THAT(r, HasSubstr("id=s-1"));
+  // Without the header: a fresh 32-hex id, the same in the header and the handler's view.
+  c.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  r = c.ReadUntil("\r\n\r\n");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r, m, std::regex("X-Request-Id: ([0-9a-f]{32})\r\n"))) << r;
+  const std::string id = m[1];
+  EXPECT_THAT(c.ReadUntil("id=" + id), HasSubstr("id=" + id));
+  // A value with spaces (or a repeated header) is refused before the handler runs; the
+  // connection stays usable.
+  c.Send("GET /a HTTP/1.1\r\nHost: x\r\nX-Request-Id: a b\r\n\r\n");
+  r = c.ReadUntil("sent once)\n");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 400 "));
+  c.Send("GET /a HTTP/1.1\r\nHost: x\r\nX-Request-Id: a\r\nX-Request-Id: b\r\n\r\n");
+  EXPECT_THAT(c.ReadUntil("sent once)\n"), StartsWith("HTTP/1.1 400 "));
+  c.Send("GET /a HTTP/1.1\r\nHost: x\r\nX-Request-Id: " + std::string(257, 'x') +
+         "\r\n\r\n");
+  EXPECT_THAT(c.ReadUntil("sent once)\n"), StartsWith("HTTP/1.1 400 "));
+  server->Shutdown(1000);
+}
+
+TEST(HttpServerTest, CorsPreflightIsAnsweredAndResponsesCarryTheHeaders) {
+  HttpServerConfig config = TestConfig();
+  config.cors.allowed_origins = {"http://app.example"};
+  std::atomic<int> handled{0};
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       HttpServer::Start(config, [&](const HttpRequest&, ResponseWriter& w) {
+                         ++handled;
+                         w.Send(401, "text/plain", "no key");
+                       }));
+  RawClient c(server->port());
+  c.Send("OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://app.example\r\n"
+         "Access-Control-Request-Method: POST\r\n"
+         "Access-Control-Request-Headers: authorization,content-type\r\n\r\n");
+  std::string r = c.ReadUntil("\r\n\r\nOK");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 200 "));
+  EXPECT_THAT(r, HasSubstr("Access-Control-Allow-Origin: http://app.example\r\n"));
+  EXPECT_THAT(r, HasSubstr("Access-Control-Allow-Headers: authorization, content-type\r\n"));
+  EXPECT_EQ(handled.load(), 0);  // answered before the handler (and its authentication)
+  // The actual request's response (an error here) carries the origin too.
+  c.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://app.example\r\n"
+         "Content-Length: 0\r\n\r\n");
+  r = c.ReadUntil("no key");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 401 "));
+  EXPECT_THAT(r, HasSubstr("Access-Control-Allow-Origin: http://app.example\r\n"));
+  // Another origin: a refused preflight, and no CORS headers on its requests.
+  c.Send("OPTIONS /x HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\n"
+         "Access-Control-Request-Method: POST\r\n\r\n");
+  EXPECT_THAT(c.ReadUntil("Disallowed CORS origin\n"), StartsWith("HTTP/1.1 400 "));
+  c.Send("GET /x HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\n\r\n");
+  EXPECT_THAT(c.ReadUntil("no key"), Not(HasSubstr("Access-Control-Allow-Origin")));
+  server->Shutdown(1000);
 }
 
 }  // namespace
