@@ -4,16 +4,54 @@
 #include <cmath>
 #include <limits>
 
+#include "common/check.h"
+#include "structured/compiler.h"
+
 namespace deepinfer::engine {
+
+namespace {
+// The empty grammar over an empty vocabulary: the matcher of a constraint without a grammar
+// (a trigger budget only), never asked for a mask.
+std::shared_ptr<const structured::CompiledGrammar> PlaceholderGrammar() {
+  static const auto* const grammar = [] {
+    auto vocab = std::make_shared<structured::VocabularyIndex>(structured::Vocabulary{});
+    structured::ConstraintSpec spec{structured::ConstraintSpec::Kind::kRegex, "", {}};
+    absl::StatusOr<structured::Grammar> g = structured::BuildGrammar(spec);
+    CHECK(g.ok()) << g.status();
+    auto compiled = structured::CompiledGrammar::Compile(*g, vocab);
+    CHECK(compiled.ok()) << compiled.status();
+    return new std::shared_ptr<const structured::CompiledGrammar>(*std::move(compiled));
+  }();
+  return *grammar;
+}
+}  // namespace
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const structured::CompiledGrammar> grammar,
                                      std::vector<int32_t> after_token_ids,
                                      std::vector<int32_t> blocked_before)
-    : matcher_(std::move(grammar)),
+    : matcher_(grammar != nullptr ? grammar : PlaceholderGrammar()),
+      has_grammar_(grammar != nullptr),
       after_(std::move(after_token_ids)),
       blocked_before_(std::move(blocked_before)),
       active_(after_.empty()) {
-  mask_.resize(matcher_.grammar().vocab().mask_words());
+  CHECK(has_grammar_ || !after_.empty()) << "a GrammarConstraint needs a grammar or a trigger";
+  if (has_grammar_) mask_.resize(matcher_.grammar().vocab().mask_words());
+}
+
+GrammarConstraint::GrammarConstraint(const SamplingParams& params)
+    : GrammarConstraint(params.grammar, params.grammar_after_token_ids,
+                        params.grammar_blocked_before) {
+  SetTriggerLimits(params.grammar_trigger_budget, params.grammar_trigger_reserve);
+}
+
+void GrammarConstraint::SetTriggerLimits(int64_t budget, bool reserve) {
+  if (after_.empty()) return;  // no trigger: nothing to force
+  trigger_budget_ = budget;
+  trigger_reserve_ = -1;
+  if (reserve && has_grammar_) {
+    // The trigger, the shortest document (its bytes bound its tokens from above) and EOS.
+    trigger_reserve_ = static_cast<int64_t>(after_.size()) + matcher_.MinBytesToTerminate() + 1;
+  }
 }
 
 bool GrammarConstraint::Sync(std::span<const int32_t> output) {
@@ -29,9 +67,13 @@ bool GrammarConstraint::Sync(std::span<const int32_t> output) {
     }
     if (!active_) {
       scanned_ = output.size() + 1;
+      before_tokens_ = static_cast<int64_t>(output.size());
+      const size_t keep = std::min(output.size(), n - 1);
+      tail_.assign(output.end() - static_cast<std::ptrdiff_t>(keep), output.end());
       return true;
     }
   }
+  if (!has_grammar_) return true;
   while (offset_ + matcher_.num_accepted_tokens() < output.size()) {
     if (matcher_.IsTerminated()) return true;  // tokens after EOS (ignored)
     if (!matcher_.AcceptToken(output[offset_ + matcher_.num_accepted_tokens()])) return false;
@@ -39,14 +81,36 @@ bool GrammarConstraint::Sync(std::span<const int32_t> output) {
   return true;
 }
 
+int32_t GrammarConstraint::ForcedTriggerId(int64_t remaining_tokens) const {
+  const bool over_budget = trigger_budget_ >= 0 && before_tokens_ >= trigger_budget_;
+  const bool no_room = trigger_reserve_ >= 0 && remaining_tokens <= trigger_reserve_;
+  if (!over_budget && !no_room) return -1;
+  // Continue a partly generated trigger: the longest output suffix that is a trigger prefix.
+  for (size_t k = std::min(tail_.size(), after_.size() - 1); k > 0; --k) {
+    if (std::equal(tail_.end() - static_cast<std::ptrdiff_t>(k), tail_.end(), after_.begin())) {
+      return after_[k];
+    }
+  }
+  return after_[0];
+}
+
 void GrammarConstraint::MaskLogits(std::span<float> logits, int64_t remaining_tokens) {
   const float kNegInf = -std::numeric_limits<float>::infinity();
   if (!active_) {
+    const int32_t forced = ForcedTriggerId(remaining_tokens);
+    if (forced >= 0 && forced < static_cast<int64_t>(logits.size())) {
+      const float keep = logits[forced];
+      std::fill(logits.begin(), logits.end(), kNegInf);
+      // Finite even where the model put -inf: the trigger is due (logit_bias still applies).
+      logits[forced] = std::isfinite(keep) ? keep : 0.0f;
+      return;
+    }
     for (int32_t id : blocked_before_) {
       if (id >= 0 && id < static_cast<int64_t>(logits.size())) logits[id] = kNegInf;
     }
     return;
   }
+  if (!has_grammar_) return;  // budget only: free after the trigger
   matcher_.FillNextTokenBitmask(mask_);
   const auto& vocab = matcher_.grammar().vocab().vocab();
   const int64_t distance = matcher_.MinBytesToTerminate();

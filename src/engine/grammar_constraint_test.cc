@@ -176,6 +176,98 @@ TEST(GrammarConstraintTrigger, FreeUntilTheTriggerSequenceThenConstrained) {
   EXPECT_EQ(allowed(c3, 100), "+--------");
 }
 
+// Forced trigger (SamplingParams::grammar_trigger_budget / grammar_trigger_reserve): the same
+// hand-made vocabulary; the trigger's ids are forced once the budget of tokens before it is
+// used, or once the tokens left only fit the trigger + the shortest document ("ab", 2 bytes)
+// + EOS.
+TEST(GrammarConstraintTrigger, BudgetAndReserveForceTheTrigger) {
+  structured::Vocabulary v;
+  for (char c : std::string("abcxyz")) v.token_bytes.push_back(std::string(1, c));  // ids 0..5
+  v.token_bytes.push_back("<t1>");  // 6
+  v.token_bytes.push_back("<t2>");  // 7
+  v.token_bytes.push_back("");      // 8: EOS
+  v.special_ids = {6, 7, 8};
+  v.eos_ids = {8};
+  auto vocab = std::make_shared<structured::VocabularyIndex>(std::move(v));
+  structured::ConstraintSpec spec{structured::ConstraintSpec::Kind::kRegex, "ab+", {}};
+  ASSERT_OK_AND_ASSIGN(structured::Grammar g, structured::BuildGrammar(spec));
+  ASSERT_OK_AND_ASSIGN(auto compiled, structured::CompiledGrammar::Compile(g, vocab));
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  auto allowed = [&](GrammarConstraint& c, int64_t remaining) {
+    std::vector<float> logits(9, 0.0f);
+    logits[6] = kNegInf;  // the model never wants the trigger: forcing must still work
+    c.MaskLogits(logits, remaining);
+    std::string out;
+    for (int i = 0; i < 9; ++i) out += logits[i] == kNegInf ? '-' : '+';
+    return out;
+  };
+  // Budget 2: two free tokens, then <t1>, then <t2> (a partly generated trigger continues).
+  SamplingParams p;
+  p.grammar = compiled;
+  p.grammar_after_token_ids = {6, 7};
+  p.grammar_blocked_before = {8};
+  p.grammar_trigger_budget = 2;
+  ASSERT_TRUE(GrammarConstraint::Needed(p));
+  ASSERT_OK(p.Validate());
+  GrammarConstraint c(p);
+  std::vector<int32_t> out;
+  ASSERT_TRUE(c.Sync(out));
+  EXPECT_EQ(allowed(c, 100), "++++++-+-");  // free (the -inf trigger stays -inf)
+  out = {0, 3};
+  ASSERT_TRUE(c.Sync(out));
+  EXPECT_EQ(allowed(c, 100), "------+--");  // budget used: <t1>, even at -inf
+  out.push_back(6);
+  ASSERT_TRUE(c.Sync(out));
+  EXPECT_EQ(allowed(c, 100), "-------+-");  // then <t2>
+  out.push_back(7);
+  ASSERT_TRUE(c.Sync(out));
+  EXPECT_TRUE(c.Active());
+  EXPECT_EQ(allowed(c, 100), "+--------");  // the grammar
+
+  // Reserve: 2 trigger ids + "ab" (2 bytes) + EOS = 5 tokens.
+  SamplingParams r = p;
+  r.grammar_trigger_budget = -1;
+  r.grammar_trigger_reserve = true;
+  GrammarConstraint d(r);
+  std::vector<int32_t> out2 = {3, 4, 5};
+  ASSERT_TRUE(d.Sync(out2));
+  EXPECT_EQ(allowed(d, 6), "++++++-+-");  // 6 left: still free
+  EXPECT_EQ(allowed(d, 5), "------+--");  // 5 left: the trigger now
+  // ... and the document then fits exactly: <t2>, 'a', 'b', EOS.
+  out2.push_back(6);
+  ASSERT_TRUE(d.Sync(out2));
+  EXPECT_EQ(allowed(d, 4), "-------+-");
+  out2.push_back(7);
+  ASSERT_TRUE(d.Sync(out2));
+  EXPECT_EQ(allowed(d, 3), "+--------");
+  out2.push_back(0);
+  ASSERT_TRUE(d.Sync(out2));
+  EXPECT_EQ(allowed(d, 2), "-+-------");
+  out2.push_back(1);
+  ASSERT_TRUE(d.Sync(out2));
+  EXPECT_EQ(allowed(d, 1), "--------+");
+
+  // A budget without a grammar: the trigger is forced, and after it nothing is constrained.
+  SamplingParams b;
+  b.grammar_after_token_ids = {6};
+  b.grammar_trigger_budget = 1;
+  ASSERT_TRUE(GrammarConstraint::Needed(b));
+  GrammarConstraint e(b);
+  std::vector<int32_t> out3 = {0};
+  ASSERT_TRUE(e.Sync(out3));
+  EXPECT_EQ(allowed(e, 50), "------+--");
+  out3.push_back(6);
+  ASSERT_TRUE(e.Sync(out3));
+  EXPECT_TRUE(e.Active());
+  EXPECT_EQ(allowed(e, 50), "++++++-++");
+  EXPECT_FALSE(e.Terminated());
+  // A budget needs a trigger.
+  SamplingParams bad;
+  bad.grammar_trigger_budget = 3;
+  EXPECT_FALSE(GrammarConstraint::Needed(bad));
+  EXPECT_FALSE(bad.Validate().ok());
+}
+
 TEST(GrammarConstrainedGeneration, GrammarAfterTriggerTokenOnTheRealModel) {
   auto f = Load();
   if (!f) GTEST_SKIP() << "../shared/models/stories260K absent";
@@ -217,6 +309,56 @@ TEST(GrammarConstrainedGeneration, GrammarAfterTriggerTokenOnTheRealModel) {
   ASSERT_OK_AND_ASSIGN(auto out, f->llm->Generate({{1, 403}}, p));
   EXPECT_EQ(out[0].samples[0].finish, FinishReason::kLength);
   EXPECT_EQ(out[0].samples[0].token_ids.size(), 12u);
+}
+
+// Forced trigger through the engine (stories260K, the "." token as the trigger, biased away so
+// the model never picks it by itself): the reasoning budget alone (no grammar) and the reserve
+// of a grammar each put the trigger where they must, whatever the sampled tokens are.
+TEST(GrammarConstrainedGeneration, ForcedTriggerOnTheRealModel) {
+  auto f = Load();
+  if (!f) GTEST_SKIP() << "../shared/models/stories260K absent";
+  const std::vector<int32_t> dot = f->tokenizer->EncodeText(".");
+  ASSERT_FALSE(dot.empty());
+  const int32_t trigger = dot.back();
+  const int32_t eos = f->tokenizer->eos_id();
+  for (int seed = 0; seed < 4; ++seed) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.seed = seed;
+    p.max_tokens = 30;
+    p.ignore_eos = true;
+    p.grammar_after_token_ids = {trigger};
+    p.grammar_trigger_budget = 5;
+    p.logit_bias = {{trigger, -100.0f}};
+    ASSERT_OK_AND_ASSIGN(auto out, f->llm->Generate({{1, 403}}, p));
+    const auto& ids = out[0].samples[0].token_ids;
+    ASSERT_GT(ids.size(), 5u);
+    EXPECT_EQ(ids[5], trigger) << Text(*f, ids);
+    EXPECT_EQ(std::count(ids.begin(), ids.begin() + 5, trigger), 0);
+  }
+  structured::GrammarCompiler compiler(f->vocab, {});
+  structured::ConstraintSpec spec{structured::ConstraintSpec::Kind::kRegex, "(yes|no)!", {}};
+  ASSERT_OK_AND_ASSIGN(auto grammar, compiler.Get(spec));
+  const std::regex re("(yes|no)!");
+  for (int seed = 0; seed < 4; ++seed) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.seed = seed;
+    p.max_tokens = 20;
+    p.grammar = grammar;
+    p.grammar_after_token_ids = {trigger};
+    p.grammar_blocked_before = {eos};
+    p.grammar_trigger_reserve = true;
+    p.logit_bias = {{trigger, -100.0f}};
+    ASSERT_OK_AND_ASSIGN(auto out, f->llm->Generate({{1, 403}}, p));
+    const auto& ids = out[0].samples[0].token_ids;
+    const auto pos = std::find(ids.begin(), ids.end(), trigger);
+    ASSERT_NE(pos, ids.end()) << Text(*f, ids);
+    const std::string tail = Text(*f, std::vector<int32_t>(pos + 1, ids.end()));
+    EXPECT_TRUE(std::regex_match(tail, re)) << Text(*f, ids);
+    EXPECT_EQ(out[0].samples[0].finish, FinishReason::kStop) << Text(*f, ids);
+    EXPECT_LE(ids.size(), 20u);
+  }
 }
 
 }  // namespace

@@ -146,12 +146,9 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
           ctx.sample_index = s.sample_index;
           std::span<const float> logits = row(row_end - 1);
           std::vector<float> masked;
-          if (s.info->params.grammar) {
-            if (!s.grammar) {
-              s.grammar = std::make_unique<GrammarConstraint>(
-                  s.info->params.grammar, s.info->params.grammar_after_token_ids,
-                  s.info->params.grammar_blocked_before);
-            }
+          if (GrammarConstraint::Needed(s.info->params)) {
+            // A grammar, or a trigger budget alone (reasoning budget: forced `</think>`).
+            if (!s.grammar) s.grammar = std::make_unique<GrammarConstraint>(s.info->params);
             if (!s.grammar->Sync(s.sampled)) {
               r.status = absl::InternalError("sampled token rejected by the grammar");
               continue;

@@ -59,7 +59,8 @@ class ModelRunner {
     int sample_index = 0;
     std::vector<int32_t> sampled;  // every token sampled for this sequence, in order
     bool failed = false;
-    // Grammar state when params.grammar is set (created on the first sampled step).
+    // Grammar state when params.grammar or a trigger budget is set (GrammarConstraint::Needed;
+    // created on the first sampled step).
     std::unique_ptr<GrammarConstraint> grammar;
   };
 

@@ -89,6 +89,15 @@ absl::Status SamplingParams::Validate() const {
   if (prompt_logprobs < -1 || prompt_logprobs > 20) {
     return Bad("prompt_logprobs", prompt_logprobs, "[-1, 20]");
   }
+  if (grammar_trigger_budget < -1) {
+    return Bad("grammar_trigger_budget", grammar_trigger_budget, ">= -1");
+  }
+  if ((grammar_trigger_budget >= 0 || grammar_trigger_reserve) &&
+      grammar_after_token_ids.empty()) {
+    return absl::InvalidArgumentError(
+        "sampling parameters grammar_trigger_budget / grammar_trigger_reserve need "
+        "grammar_after_token_ids");
+  }
   if (so_args.has_value()) {
     if (grammar != nullptr) {
       return absl::InvalidArgumentError(

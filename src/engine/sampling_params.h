@@ -111,6 +111,15 @@ struct SamplingParams {
   // Ids masked while waiting for `grammar_after_token_ids` (the other ways out of the reasoning:
   // EOS, a DSML tag), so that the constrained part always gets its turn.
   std::vector<int32_t> grammar_blocked_before;
+  // With `grammar_after_token_ids`: at most this many tokens are generated before the trigger;
+  // then only the trigger's ids are allowed (a reasoning budget: Anthropic
+  // thinking.budget_tokens ends the reasoning with a forced `</think>`). -1 = no budget. Also
+  // valid without `grammar`: the tokens after the trigger are then unconstrained.
+  int grammar_trigger_budget = -1;
+  // With `grammar` and `grammar_after_token_ids`: the trigger is also forced once the tokens
+  // left (max_tokens - generated) would no longer fit it plus the shortest complete constrained
+  // part, so a forced tool call after reasoning always gets its turn.
+  bool grammar_trigger_reserve = false;
 
   // Checks ranges. Errors: InvalidArgument naming the field and the accepted range, or naming
   // the inconsistency (so_args together with grammar; so_args with an empty schema, a schema
