@@ -1,5 +1,8 @@
 // Structured output of chat-like requests (docs/structured-output.md): response_format and
 // forced DSML tool calls as grammars, compiled off the engine thread and cached.
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
 #include "api/server_internal.h"
@@ -71,8 +74,9 @@ absl::StatusOr<ApiServer::Impl::ConstraintPlan> ApiServer::Impl::PlanConstraint(
   plan.kind = ConstraintPlan::Kind::kToolCalls;
   plan.tool_choice = conv->tool_choice;
   plan.parallel = parallel_tool_calls;
-  // Thinking mode with a forced tool_choice is the official API's 400 (shared/spec/protocol.md
-  // §20(b)); the prompt encoder reports it.
+  // Thinking mode with a forced tool_choice: DeepSeek's API answers 400 (shared/spec/protocol.md
+  // §20(b)); deepinfer lets the model reason and forces the call after `</think>` (issue #22;
+  // the encoder renders the auto prompt, ApplyConstraint starts the grammar after reasoning).
   return plan;
 }
 
@@ -80,8 +84,23 @@ absl::Status ApiServer::Impl::ApplyConstraint(const ConstraintPlan& plan,
                                               const protocol::Conversation& conv,
                                               const protocol::EncodedPrompt& encoded,
                                               engine::SamplingParams* params) {
-  if (plan.kind == ConstraintPlan::Kind::kNone) return absl::OkStatus();
-  bool after_reasoning = encoded.start == protocol::ParserStart::kReasoning;
+  const bool after_reasoning = encoded.start == protocol::ParserStart::kReasoning;
+  if (plan.kind == ConstraintPlan::Kind::kNone) {
+    if (after_reasoning && plan.reasoning_budget) {
+      // A budget alone: `</think>` forced after it, the answer is free (engine::GrammarConstraint
+      // without a grammar).
+      params->grammar_after_token_ids = {s->markers_->think_end};
+      params->grammar_trigger_budget =
+          static_cast<int>(std::min<int64_t>(*plan.reasoning_budget, INT32_MAX));
+    }
+    return absl::OkStatus();
+  }
+  if (params->min_tokens > 0) {
+    return WithParam(absl::InvalidArgumentError(
+                         "min_tokens cannot be combined with response_format or a forced "
+                         "tool_choice (the constrained output may have to end before it)"),
+                     "min_tokens");
+  }
   if (plan.kind == ConstraintPlan::Kind::kResponseFormat) {
     absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> g =
         GrammarFor(*conv.response_format);
@@ -125,6 +144,14 @@ absl::Status ApiServer::Impl::ApplyConstraint(const ConstraintPlan& plan,
     if (s->tokenizer_->eos_id() >= 0)
       params->grammar_blocked_before.push_back(s->tokenizer_->eos_id());
     params->grammar_blocked_before.push_back(s->markers_->dsml);
+    // A forced call must not be swallowed by reasoning that would not end in time: `</think>`
+    // is forced once the tokens left only fit the shortest call (response_format keeps vLLM's
+    // behaviour: reasoning may use max_tokens up, finish_reason length).
+    params->grammar_trigger_reserve = plan.kind == ConstraintPlan::Kind::kToolCalls;
+    if (plan.reasoning_budget) {
+      params->grammar_trigger_budget =
+          static_cast<int>(std::min<int64_t>(*plan.reasoning_budget, INT32_MAX));
+    }
   }
   return absl::OkStatus();
 }

@@ -139,18 +139,25 @@ struct ApiServer::Impl {
     Kind kind = Kind::kNone;
     protocol::ToolChoice tool_choice;  // kToolCalls: the client's choice
     bool parallel = true;              // kToolCalls with required: more than one call allowed
+    // The most reasoning tokens before a forced `</think>` (Anthropic thinking.budget_tokens,
+    // vLLM's thinking_token_budget); applies when the prompt opens reasoning. Any kind.
+    std::optional<int64_t> reasoning_budget;
   };
   // Before encoding: picks the constraint and adapts the encoder input. response_format turns
   // thinking off unless `thinking_requested` is true. tool_choice required / named in thinking
-  // mode is encoded as `auto` (the encoder, like DeepSeek's API, only prefills in chat mode) and
-  // the grammar then forces the block after `</think>`. Errors: InvalidArgument (400).
+  // mode renders the `auto` prompt (the encoder only prefills in chat mode) and the grammar then
+  // forces the block after `</think>` (DeepSeek's API answers 400 there; docs/protocol.md).
+  // Errors: InvalidArgument (400).
   absl::StatusOr<ConstraintPlan> PlanConstraint(protocol::Conversation* conv,
                                                 std::optional<bool> thinking_requested,
                                                 bool parallel_tool_calls,
                                                 protocol::EncodeOptions* options);
   // After encoding: the grammar and its start (`</think>` when the prompt opened reasoning) into
-  // `params`. Errors: InvalidArgument naming an unenforceable schema keyword (400), with the
-  // parameter set ("response_format" / "tools").
+  // `params`. A forced tool call after reasoning also forces `</think>` once the tokens left only
+  // fit the shortest call; a reasoning budget forces it after that many tokens (with or without
+  // a grammar). Errors: InvalidArgument naming an unenforceable schema keyword (400), with the
+  // parameter set ("response_format" / "tools"); min_tokens together with a grammar (the grammar
+  // may need EOS before min_tokens: 400 naming min_tokens).
   absl::Status ApplyConstraint(const ConstraintPlan& plan, const protocol::Conversation& conv,
                                const protocol::EncodedPrompt& encoded,
                                engine::SamplingParams* params);

@@ -113,6 +113,8 @@ struct OutputStateMachine::State {
   // Stop strings (answer stage).
   std::vector<std::string> stops;
   std::string stop_pending;
+  bool stops_armed = true;  // false until min_tokens ids were fed
+  int ended_calls = 0;      // announced calls that have ended (max_tool_calls)
 
   // Tool stage.
   Ctx ctx = Ctx::kOutside;
@@ -172,6 +174,7 @@ struct OutputStateMachine::State {
     size_t best = std::string::npos;
     const std::string* best_stop = nullptr;
     for (const std::string& s : stops) {
+      if (!stops_armed) break;  // min_tokens not reached: a complete match is plain text
       const size_t p = stop_pending.find(s);
       // At equal positions the shorter match wins: it completes first when streaming.
       if (p != std::string::npos && (p < best || (p == best && s.size() < best_stop->size()))) {
@@ -292,10 +295,17 @@ struct OutputStateMachine::State {
       e.error = call_valid ? "" : call_error;
       out->push_back(std::move(e));
       if (call_valid) ++valid_calls;
+      ++ended_calls;
     }
     call_open = false;
     call_skipped = false;
     ctx = Ctx::kBlock;
+    if (complete && opt.max_tool_calls > 0 && ended_calls >= opt.max_tool_calls) {
+      // parallel_tool_calls false: the stream ends with this call (the rest is never parsed).
+      FinishWith(!error.empty()    ? FinishReason::kToolCallError
+                 : valid_calls > 0 ? FinishReason::kToolCalls
+                                   : FinishReason::kStop);
+    }
   }
 
   void EnterToolStage(Ctx c) {
@@ -734,6 +744,8 @@ void OutputStateMachine::Finish(StreamEnd end, std::vector<OutputEvent>* out) {
 }
 
 bool OutputStateMachine::finished() const { return s_->finished; }
+
+void OutputStateMachine::SetStopsArmed(bool armed) { s_->stops_armed = armed; }
 
 // ---------------------------------------------------------------------------------------------
 

@@ -101,6 +101,14 @@ struct OutputParserOptions {
   std::optional<std::vector<std::string>> declared_tools;
   // Makes the id of tool call `index`; default "call_" + 24 random alphanumerics.
   std::function<std::string(int index)> make_tool_call_id;
+  // vLLM's min_tokens for stop strings: they end the stream only once this many ids were fed
+  // (OutputParser counts every id, reasoning included); text that could still become a stop
+  // string stays held, so one that straddles the boundary still matches. 0 = from the start.
+  int64_t min_tokens = 0;
+  // parallel_tool_calls false: > 0 ends the stream (kToolCalls, or kToolCallError when a call
+  // was broken) as soon as this many announced calls have ended; later output is never parsed
+  // (the caller stops the engine once finished()). 0 = no limit.
+  int max_tool_calls = 0;
 };
 
 // Text/marker level state machine (the core; also what the fuzz target drives).
@@ -122,6 +130,9 @@ class OutputStateMachine {
   // No-op once finished().
   void Finish(StreamEnd end, std::vector<OutputEvent>* out);
   bool finished() const;
+  // Whether stop strings may end the stream (OutputParserOptions::min_tokens). While disarmed a
+  // complete stop string is plain text; text that could still become one is held.
+  void SetStopsArmed(bool armed);
 
  private:
   struct State;
@@ -157,6 +168,8 @@ class OutputParser {
  private:
   const Tokenizer* tokenizer_;
   MarkerIds markers_;
+  int64_t min_tokens_ = 0;
+  int64_t ids_seen_ = 0;
   std::unique_ptr<StreamingDetokenizer> detok_;
   OutputStateMachine machine_;
 };

@@ -313,6 +313,74 @@ TEST(OutputParserTest, Case19StopSequences) {
   EXPECT_EQ(tie.stop_sequence, "ab");
 }
 
+// min_tokens (vLLM's semantics): while stop strings are disarmed a complete one is plain text;
+// a partial match held across the arming point still matches (OutputParser arms at the id that
+// reaches min_tokens).
+TEST(OutputParserTest, StopStringsWaitForMinTokens) {
+  const OutputParserOptions opt = Options(ParserStart::kAnswer, {"END"});
+  {
+    OutputStateMachine m(opt);
+    std::vector<OutputEvent> out;
+    m.SetStopsArmed(false);
+    m.FeedText("The END and EN", &out);
+    EXPECT_FALSE(m.finished());
+    m.SetStopsArmed(true);
+    m.FeedText("D more", &out);
+    ASSERT_TRUE(m.finished());
+    const ParsedOutput p = Aggregate(out);
+    EXPECT_EQ(p.content, "The END and ");
+    EXPECT_EQ(p.finish_reason, FinishReason::kStopSequence);
+    EXPECT_EQ(p.stop_sequence, "END");
+  }
+  {
+    // Never armed: the stream ends by EOS with every stop string in the text.
+    OutputStateMachine m(opt);
+    std::vector<OutputEvent> out;
+    m.SetStopsArmed(false);
+    m.FeedText("END END EN", &out);
+    m.FeedMarker(Marker::kEos, &out);
+    const ParsedOutput p = Aggregate(out);
+    EXPECT_EQ(p.content, "END END EN");
+    EXPECT_EQ(p.finish_reason, FinishReason::kStop);
+  }
+}
+
+// parallel_tool_calls false (max_tool_calls 1): the stream ends with the first call, in every
+// feeding; nothing after it is parsed (vLLM returns only the first call too).
+TEST(OutputParserTest, MaxToolCallsEndsAfterTheFirstCall) {
+  OutputParserOptions opt = Options(ParserStart::kReasoning);
+  opt.max_tool_calls = 1;
+  ParsedOutput p = ParseAllWays(
+      "Need both cities.{/think}\n\n<{DSML}tool_calls>\n"
+      "<{DSML}invoke name=\"get_weather\">\n"
+      "<{DSML}parameter name=\"city\" string=\"true\">Beijing</{DSML}parameter>\n"
+      "</{DSML}invoke>\n<{DSML}invoke name=\"get_weather\">\n"
+      "<{DSML}parameter name=\"city\" string=\"true\">Shanghai</{DSML}parameter>\n"
+      "</{DSML}invoke>\n</{DSML}tool_calls>{EOS}",
+      opt);
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].arguments, "{\"city\": \"Beijing\"}");
+  EXPECT_TRUE(p.tool_calls[0].valid);
+  EXPECT_EQ(p.finish_reason, FinishReason::kToolCalls);
+  // A repaired missing invoke closer (the next invoke opens) also ends it there.
+  ParsedOutput q = ParseAllWays(
+      "<{DSML}tool_calls>\n<{DSML}invoke name=\"a\">\n</{DSML}parameter>"
+      "<{DSML}invoke name=\"b\">\n</{DSML}invoke>{EOS}",
+      [] {
+        OutputParserOptions o = Options(ParserStart::kAnswer);
+        o.max_tool_calls = 1;
+        return o;
+      }());
+  EXPECT_LE(q.tool_calls.size(), 1u);
+  // The limit counts calls, so with 2 both come through.
+  opt.max_tool_calls = 2;
+  EXPECT_EQ(ParseAllWays("{/think}<{DSML}tool_calls>\n<{DSML}invoke name=\"a\">\n</{DSML}invoke>\n"
+                         "<{DSML}invoke name=\"b\">\n</{DSML}invoke>\n</{DSML}tool_calls>{EOS}",
+                         opt)
+                .tool_calls.size(),
+            2u);
+}
+
 // Regression: a DSML block without the wrapper, or left unterminated, never comes back as plain
 // content with finish "stop" (SGLang #40236).
 TEST(OutputParserTest, RegressionBareInvokeAndUnterminatedBlock) {

@@ -57,8 +57,11 @@ OutputParser::OutputParser(const Tokenizer* tokenizer, MarkerIds markers,
                            OutputParserOptions options)
     : tokenizer_(tokenizer),
       markers_(markers),
+      min_tokens_(options.min_tokens),
       detok_(std::make_unique<StreamingDetokenizer>(tokenizer, /*skip_special=*/true)),
-      machine_(std::move(options)) {}
+      machine_(std::move(options)) {
+  if (min_tokens_ > 0) machine_.SetStopsArmed(false);
+}
 
 OutputParser::~OutputParser() = default;
 
@@ -66,6 +69,8 @@ std::vector<OutputEvent> OutputParser::Feed(std::span<const int32_t> ids) {
   std::vector<OutputEvent> out;
   for (const int32_t id : ids) {
     if (machine_.finished()) break;
+    // vLLM's min_tokens: the id that reaches min_tokens is the first whose text may stop.
+    if (++ids_seen_ == min_tokens_) machine_.SetStopsArmed(true);
     using M = OutputStateMachine::Marker;
     if (id == markers_.think_end) {
       machine_.FeedMarker(M::kThinkEnd, &out);
