@@ -35,6 +35,10 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   absl::StatusOr<ConstraintPlan> plan =
       PlanConstraint(&req.conversation, thinking_requested, req.parallel_tool_calls, &options);
   if (!plan.ok()) return SendError(w, plan.status());
+  plan->reasoning_budget = req.thinking_token_budget;
+  if (absl::Status st = codec_util::RejectImageParts(req.conversation); !st.ok()) {
+    return SendError(w, st);
+  }
   if (req.reasoning_effort == "none") {
     options.thinking = false;
   } else if (!req.reasoning_effort.empty()) {
@@ -53,7 +57,8 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
                                                          ids.status().message())));
   }
   absl::StatusOr<engine::SamplingParams> params =
-      BuildParams(req.sampling, static_cast<int64_t>(ids->size()), "messages", 0);
+      BuildParams(req.sampling, static_cast<int64_t>(ids->size()), "messages",
+                  DefaultChatMaxTokens(options.thinking));
   if (!params.ok()) return SendError(w, params.status());
   if (req.logprobs) params->logprobs = req.top_logprobs;
   if (absl::Status st = ApplyConstraint(*plan, req.conversation, *encoded, &*params); !st.ok()) {
@@ -61,7 +66,7 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   }
   if (absl::Status st = params->Validate(); !st.ok()) return SendError(w, st);
 
-  const std::string id = RandomId("chatcmpl-");
+  const std::string id = RequestIdFor(hreq, "chatcmpl-");
   const int64_t created = UnixSeconds();
   const std::string model = ModelName(req.model);
   const int n = params->n;
@@ -81,6 +86,8 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   parser_options.start = encoded->start;
   parser_options.forced_tool_name = encoded->forced_tool_name;
   parser_options.stop = req.sampling.stop;
+  parser_options.min_tokens = params->min_tokens;
+  parser_options.max_tool_calls = req.parallel_tool_calls ? 0 : 1;
   std::vector<std::string> declared;
   for (const protocol::ToolDefinition& t : req.conversation.tools) declared.push_back(t.name);
   parser_options.declared_tools = declared;
@@ -164,10 +171,7 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
     }
     std::vector<protocol::OutputEvent> events = smp.parser->Feed(o.token_ids);
     if (smp.in_reasoning) {
-      smp.reasoning_tokens += static_cast<int64_t>(o.token_ids.size());
-      for (const auto& e : events) {
-        if (e.type != protocol::OutputEvent::Type::kReasoningDelta) smp.in_reasoning = false;
-      }
+      smp.reasoning_tokens += CountReasoningTokens(o.token_ids, &smp.in_reasoning);
     }
     if (o.finish) {
       if (*o.finish == engine::FinishReason::kError) {

@@ -76,6 +76,10 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     return !anthropic && ErrorParam(st) == "response_format" ? WithParam(st, "text.format") : st;
   };
   if (!plan.ok()) return fail(rename(plan.status()));
+  plan->reasoning_budget = anthropic ? mreq->thinking_budget : rreq->thinking_token_budget;
+  if (api != CodecApi::kCountTokens) {
+    if (absl::Status st = codec_util::RejectImageParts(*conv); !st.ok()) return fail(st);
+  }
   if (!effort_name.empty()) {
     absl::StatusOr<protocol::ReasoningEffort> effort =
         protocol::ReasoningEffort::Parse(effort_name);
@@ -101,15 +105,18 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     SendJson(w, 200, OJson{{"input_tokens", ids->size()}});
     return;
   }
-  absl::StatusOr<engine::SamplingParams> params = BuildParams(
-      *sampling, static_cast<int64_t>(ids->size()), anthropic ? "messages" : "input", 0);
+  // Messages requires max_tokens; Responses gets the chat default when max_output_tokens is
+  // omitted.
+  absl::StatusOr<engine::SamplingParams> params =
+      BuildParams(*sampling, static_cast<int64_t>(ids->size()), anthropic ? "messages" : "input",
+                  DefaultChatMaxTokens(options.thinking));
   if (!params.ok()) return fail(params.status());
   if (absl::Status st = ApplyConstraint(*plan, *conv, *encoded, &*params); !st.ok()) {
     return fail(rename(st));
   }
   if (absl::Status st = params->Validate(); !st.ok()) return fail(st);
 
-  const std::string id = RandomId(anthropic ? "msg_" : "resp_");
+  const std::string id = RequestIdFor(hreq, anthropic ? "msg_" : "resp_");
   const std::string model = ModelName(model_name);
   const bool stream_mode = sampling->stream;
   const size_t prompt_len = ids->size();
@@ -121,6 +128,8 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   parser_options.start = encoded->start;
   parser_options.forced_tool_name = encoded->forced_tool_name;
   parser_options.stop = sampling->stop;
+  parser_options.min_tokens = params->min_tokens;
+  parser_options.max_tool_calls = parallel_tool_calls ? 0 : 1;
   std::vector<std::string> declared;
   for (const protocol::ToolDefinition& t : conv->tools) declared.push_back(t.name);
   parser_options.declared_tools = declared;
@@ -182,12 +191,7 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
     if (!start()) return false;
     if (done) return true;
     std::vector<protocol::OutputEvent> events = parser.Feed(o.token_ids);
-    if (in_reasoning) {
-      reasoning_tokens += static_cast<int64_t>(o.token_ids.size());
-      for (const auto& e : events) {
-        if (e.type != protocol::OutputEvent::Type::kReasoningDelta) in_reasoning = false;
-      }
-    }
+    if (in_reasoning) reasoning_tokens += CountReasoningTokens(o.token_ids, &in_reasoning);
     if (o.finish) {
       if (*o.finish == engine::FinishReason::kError) {
         engine_error = o.error.ok() ? absl::InternalError("generation failed") : o.error;

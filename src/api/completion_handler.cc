@@ -102,7 +102,7 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
   };
   if (absl::Status st = params->Validate(); !st.ok()) return SendError(w, st);
 
-  const std::string id = RandomId("cmpl-");
+  const std::string id = RequestIdFor(hreq, "cmpl-");
   const int64_t created = UnixSeconds();
   const std::string model = ModelName(req.model);
   const int n = params->n;

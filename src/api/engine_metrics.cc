@@ -73,6 +73,21 @@ EngineMetrics::EngineMetrics(http::MetricsRegistry* r, const std::string& model_
                     "Prefix cache queries, in terms of number of queried tokens.", model);
   vllm_hits_ = r->GetCounter("vllm:prefix_cache_hits_total",
                              "Prefix cache hits, in terms of number of cached tokens.", model);
+  // vLLM's scheduler-state series (names, types and help as vLLM's v1 PrometheusStatLogger),
+  // read by the Gateway API inference extension's endpoint picker and vLLM's Grafana dashboard.
+  vllm_running_ = r->GetGauge("vllm:num_requests_running",
+                              "Number of requests in model execution batches.", model);
+  vllm_waiting_ = r->GetGauge("vllm:num_requests_waiting",
+                              "Number of requests waiting to be processed.", model);
+  vllm_kv_usage_ = r->GetGauge("vllm:kv_cache_usage_perc",
+                               "KV-cache usage. 1 means 100 percent usage.", model);
+  vllm_gpu_cache_usage_ = r->GetGauge(
+      "vllm:gpu_cache_usage_perc",
+      "KV-cache usage. 1 means 100 percent usage. The name older vLLM releases and scrapers "
+      "use; the same value as vllm:kv_cache_usage_perc.",
+      model);
+  vllm_preemptions_ = r->GetCounter("vllm:num_preemptions_total",
+                                    "Cumulative number of preemption from the engine.", model);
 }
 
 void EngineMetrics::Update(const engine::EngineStats& st) {
@@ -114,6 +129,11 @@ void EngineMetrics::Update(const engine::EngineStats& st) {
   tier_snapshot_reads_->SetTotal(static_cast<double>(t.snapshot_reads));
   vllm_queries_->SetTotal(static_cast<double>(st.prefix_cache_query_tokens));
   vllm_hits_->SetTotal(static_cast<double>(st.prefix_cache_hit_tokens));
+  vllm_running_->Set(st.num_running);
+  vllm_waiting_->Set(st.num_waiting);
+  vllm_kv_usage_->Set(kv_usage_->value());
+  vllm_gpu_cache_usage_->Set(kv_usage_->value());
+  vllm_preemptions_->SetTotal(static_cast<double>(st.num_preemptions));
 }
 
 }  // namespace deepinfer::api

@@ -19,8 +19,12 @@
 //   deepinfer_kv_tier_write_queue_depth (write-back), deepinfer_kv_tier_bad_records_total{tier=
 //   "l1"} (records that failed verification), deepinfer_kv_tier_snapshot_writes_total and
 //   _snapshot_reads_total (SWA snapshots in the shared-memory arena);
-//   and vLLM's names for dashboards written against vLLM: vllm:prefix_cache_queries_total and
-//   vllm:prefix_cache_hits_total (counters in tokens, label model_name).
+//   and vLLM's names for dashboards and gateways written against vLLM (label model_name):
+//   vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total (counters in tokens),
+//   vllm:num_requests_running / _waiting (gauges, sequences), vllm:kv_cache_usage_perc and its
+//   older name vllm:gpu_cache_usage_perc (gauges, fraction 0-1 of KV blocks in use),
+//   vllm:num_preemptions_total (counter). The per-request vLLM series are in
+//   api/request_metrics.h.
 // The engine's cumulative counts never go down (a prefix-cache reset empties the cache, not the
 // counters), so the counters follow them exactly.
 //
@@ -79,6 +83,11 @@ class EngineMetrics {
   http::Counter* tier_snapshot_reads_;
   http::Counter* vllm_queries_;
   http::Counter* vllm_hits_;
+  http::Gauge* vllm_running_;
+  http::Gauge* vllm_waiting_;
+  http::Gauge* vllm_kv_usage_;
+  http::Gauge* vllm_gpu_cache_usage_;
+  http::Counter* vllm_preemptions_;
 };
 
 }  // namespace deepinfer::api

@@ -76,20 +76,24 @@ void ApiServer::Impl::HandleDetokenize(const http::HttpRequest& req, RecordingWr
 void ApiServer::Impl::HandleModels(const http::HttpRequest& req, RecordingWriter& w) {
   const std::string name =
       s->options_.served_model_name.empty() ? "deepinfer" : s->options_.served_model_name;
-  OJson card = {{"id", name},
-                {"object", "model"},
-                {"created", UnixSeconds()},
-                {"owned_by", "deepinfer"},
-                {"max_model_len", MaxModelLen()}};
+  const int64_t created = UnixSeconds();
+  auto card = [&](const std::string& id) {
+    // vLLM lists every served name as its own card; `root` is the model they all serve.
+    return OJson{{"id", id},           {"object", "model"},
+                 {"created", created}, {"owned_by", "deepinfer"},
+                 {"root", name},       {"max_model_len", MaxModelLen()}};
+  };
   if (req.path == "/v1/models") {
-    SendJson(w, 200, {{"object", "list"}, {"data", OJson::array({card})}});
+    OJson data = OJson::array({card(name)});
+    for (const std::string& alias : s->options_.served_model_aliases) data.push_back(card(alias));
+    SendJson(w, 200, {{"object", "list"}, {"data", std::move(data)}});
     return;
   }
   std::string wanted = req.path.substr(std::string("/v1/models/").size());
   if (absl::Status st = CheckModel(wanted); !st.ok() || wanted.empty()) {
     return SendError(w, st.ok() ? absl::NotFoundError("model id missing") : st);
   }
-  SendJson(w, 200, card);
+  SendJson(w, 200, card(wanted.empty() || s->options_.served_model_name.empty() ? name : wanted));
 }
 
 void ApiServer::Impl::HandleMetrics(RecordingWriter& w) {

@@ -49,8 +49,10 @@ ApiServer::Impl::Impl(ApiServer* server) : s(server) {
   e2e = m.GetHistogram("deepinfer_e2e_request_latency_seconds",
                        "Time from arrival to the end of a generation request.",
                        http::Histogram::LatencyBucketsSeconds());
-  engine_metrics = std::make_unique<EngineMetrics>(
-      &m, s->options_.served_model_name.empty() ? "deepinfer" : s->options_.served_model_name);
+  const std::string model_label =
+      s->options_.served_model_name.empty() ? "deepinfer" : s->options_.served_model_name;
+  engine_metrics = std::make_unique<EngineMetrics>(&m, model_label);
+  request_metrics = std::make_unique<RequestMetrics>(&m, model_label, MaxModelLen());
   in_flight = m.GetGauge("deepinfer_http_requests_in_flight", "HTTP requests being handled.");
 }
 
@@ -134,7 +136,8 @@ void ApiServer::Impl::Route(const http::HttpRequest& req, RecordingWriter& w) {
   const bool anthropic = IsMessagesRoute(p);
   auto reject = [&](int http_status, const absl::Status& st,
                     const std::map<std::string, std::string>& headers) {
-    LOG(INFO) << "request rejected: status=" << http_status << " " << st.message();
+    LOG(INFO) << "request rejected: id=" << req.request_id << " status=" << http_status << " "
+              << st.message();
     w.Send(http_status, "application/json",
            anthropic ? AnthropicErrorJson(st) : OpenAiErrorJson(st), headers);
   };
@@ -241,12 +244,19 @@ absl::Status ApiServer::Impl::CheckAuth(const http::HttpRequest& req, bool anthr
 
 absl::Status ApiServer::Impl::CheckModel(const std::string& model) const {
   const std::string& served = s->options_.served_model_name;
-  if (model.empty() || served.empty() || model == served) return absl::OkStatus();
-  return WithParam(WithErrorCode(absl::NotFoundError(absl::StrCat(
-                                     "The model `", model, "` does not exist. This server serves `",
-                                     served, "`.")),
-                                 "model_not_found"),
-                   "model");
+  const std::vector<std::string>& aliases = s->options_.served_model_aliases;
+  if (model.empty() || served.empty() || model == served ||
+      std::find(aliases.begin(), aliases.end(), model) != aliases.end()) {
+    return absl::OkStatus();
+  }
+  std::string names = absl::StrCat("`", served, "`");
+  for (const std::string& a : aliases) absl::StrAppend(&names, ", `", a, "`");
+  return WithParam(
+      WithErrorCode(absl::NotFoundError(absl::StrCat("The model `", model,
+                                                     "` does not exist. This server serves ",
+                                                     names, ".")),
+                    "model_not_found"),
+      "model");
 }
 
 }  // namespace deepinfer::api

@@ -36,7 +36,12 @@
 // and the per-request RequestStream. A closed client connection
 // aborts the engine request at once (freeing its KV); one request's failure never affects others.
 // Every finished generation request logs one line (id, prompt / cached / replayed / generated
-// tokens, TTFT, TPOT, total, status).
+// tokens, TTFT, TPOT, total, status). Request ids follow vLLM: the response `id` is the API's
+// prefix plus the client's X-Request-Id (or the transport's random id), which the response's
+// X-Request-Id header echoes (http/request_id.h); the log line names the same id.
+// GET /metrics: our deepinfer_* series plus vLLM's names (api/engine_metrics.h,
+// api/request_metrics.h); deepinfer_http_requests_total counts by route, every route above its
+// own label value (/v1/models/{id} as /v1/models) and unknown paths as "other".
 #ifndef DEEPINFER_API_OPENAI_SERVER_H_
 #define DEEPINFER_API_OPENAI_SERVER_H_
 
@@ -45,6 +50,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "api/engine_backend.h"
@@ -58,8 +64,13 @@
 namespace deepinfer::api {
 
 struct ApiServerOptions {
-  // The model id clients must send ("" = any name is accepted) and /v1/models lists.
+  // The model id clients must send ("" = any name is accepted) and /v1/models lists; responses
+  // report it as `model` and /metrics as the model_name label (vLLM: the first
+  // --served-model-name).
   std::string served_model_name = "deepinfer";
+  // Further names clients may send for the same model (vLLM's later --served-model-name
+  // values); /v1/models lists them after served_model_name.
+  std::vector<std::string> served_model_aliases;
   // When non-empty, /v1/*, /tokenize, /detokenize and /reset_prefix_cache need
   // "Authorization: Bearer <api_key>"
   // (scheme case-insensitive, RFC 9110 §11.1) or "x-api-key: <api_key>" (Anthropic clients).

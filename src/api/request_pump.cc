@@ -76,6 +76,7 @@ void ApiServer::Impl::Finish(const RequestRecord& r, int status) {
   if (ttft_s >= 0) ttft->Observe(ttft_s);
   if (tpot_s >= 0) tpot->Observe(tpot_s);
   e2e->Observe(total_s);
+  request_metrics->Observe(r, status, total_s);
   LOG(INFO) << "request " << r.id << " " << r.route << " status=" << status
             << " prompt_tokens=" << r.prompt_tokens << " cached_tokens=" << r.cached_tokens
             << " cached_host_tokens=" << r.cached_host_tokens

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "api/engine_backend.h"
 #include "api/engine_metrics.h"
+#include "api/request_metrics.h"
 #include "api/openai_codec.h"
 #include "api/openai_server.h"
 #include "http/metrics.h"
@@ -43,6 +45,11 @@ namespace deepinfer::api {
 
 // "<prefix><24 random alphanumerics>", unique enough to key live engine requests.
 std::string RandomId(std::string_view prefix);
+// The id of the generation request `req` (vLLM's rule): "<prefix><request id>", where the request
+// id is the client's X-Request-Id or the transport's random one (http::HttpRequest::request_id,
+// echoed in the response header); RandomId(prefix) when the transport set none. The response's
+// `id`, the engine request and the log line use it.
+std::string RequestIdFor(const http::HttpRequest& req, std::string_view prefix);
 int64_t UnixSeconds();
 void SendJson(http::ResponseWriter& w, int status, const nlohmann::ordered_json& j);
 // /v1/messages and everything below it speak Anthropic's error shape.
@@ -101,6 +108,12 @@ struct RequestRecord {
   int64_t arrival_ns = 0;      // when the handler started (0: the engine's arrival)
   int64_t first_token_ns = 0;  // 0 = no token
   int64_t last_token_ns = 0;
+  // Sample 0's engine finish, when it was seen (vllm:request_success_total's finished_reason).
+  std::optional<engine::FinishReason> finish;
+  // Seconds between consecutive token messages of each sample (vllm:inter_token_latency_seconds:
+  // one observation per engine step that produced tokens), and each sample's last message time.
+  std::vector<float> inter_token_s;
+  std::vector<int64_t> sample_last_ns;
   void Observe(const engine::StepOutput& o) {
     if (arrival_ns == 0) arrival_ns = o.arrival_ns;
     prompt_tokens = o.prompt_tokens;
@@ -115,6 +128,15 @@ struct RequestRecord {
       first_token_ns = o.first_token_ns;
     }
     if (!o.token_ids.empty()) last_token_ns = std::max(last_token_ns, o.now_ns);
+    if (o.sample_index == 0 && o.finish) finish = o.finish;
+    if (!o.token_ids.empty() && o.sample_index >= 0) {
+      if (sample_last_ns.size() <= static_cast<size_t>(o.sample_index)) {
+        sample_last_ns.resize(o.sample_index + 1, 0);
+      }
+      int64_t& last = sample_last_ns[o.sample_index];
+      if (last > 0 && o.now_ns >= last) inter_token_s.push_back((o.now_ns - last) * 1e-9f);
+      last = o.now_ns;
+    }
   }
 };
 
@@ -201,6 +223,15 @@ struct ApiServer::Impl {
   // The longest token's text in bytes (for CheckPromptBound).
   int64_t max_token_bytes = 1;
 
+  // The max_tokens of a chat-like request that omits it (Chat Completions, Responses): DeepSeek
+  // API's defaults, 4096 in chat mode and 32768 with thinking (README "Defaults"), or the
+  // model's generation_config.json max_new_tokens when it sets one; still capped by the context.
+  int64_t DefaultChatMaxTokens(bool thinking) const;
+  // Reasoning tokens among `ids` while `*in_reasoning`: every id up to and including the one
+  // that ends the reasoning (`</think>`, a DSML tag or EOS), which clears `*in_reasoning`. Token
+  // exact, so a reasoning budget N reads as at most N + 1.
+  int64_t CountReasoningTokens(std::span<const int32_t> ids, bool* in_reasoning) const;
+
   absl::StatusOr<engine::SamplingParams> BuildParams(const SamplingFields& f, int64_t prompt_len,
                                                      const char* prompt_param,
                                                      int64_t default_max_tokens) const;
@@ -231,6 +262,7 @@ struct ApiServer::Impl {
   http::Histogram* tpot;
   http::Histogram* e2e;
   std::unique_ptr<EngineMetrics> engine_metrics;
+  std::unique_ptr<RequestMetrics> request_metrics;  // vLLM's per-request series
   http::Gauge* in_flight;
 };
 

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "api/codec_util.h"
 #include "api/errors.h"
 #include "api/server_internal.h"
@@ -26,6 +27,11 @@ std::string RandomId(std::string_view prefix) {
   std::string id(prefix);
   for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
   return id;
+}
+
+std::string RequestIdFor(const http::HttpRequest& req, std::string_view prefix) {
+  if (req.request_id.empty()) return RandomId(prefix);
+  return absl::StrCat(AbslView(prefix), req.request_id);
 }
 
 void SendJson(http::ResponseWriter& w, int status, const OJson& j) {
