@@ -13,6 +13,8 @@
 #     libbenchmark-dev         microbenchmarks (make bench)
 #     pkg-config               locating pcre2/xxhash
 #     gnuplot-nox              PNG plots of the simulator experiments (make sim; tests never need it)
+#     librados-dev             the RADOS L2 KV store (src/kvstore/rados_store.cc)
+#     ceph-mon ceph-osd ceph-mgr ceph-common  the throwaway test cluster (scripts/ceph-test-cluster.sh)
 #     clang                    -Wthread-safety analysis of annotated locking (scripts/check-thread-safety.sh, .ci/run)
 #     clang-14 libclang-rt-14-dev  libFuzzer + ASan/UBSan runtime (scripts/fuzz-protocol.sh)
 #     python3-dev pybind11-dev     the `deepinfer` Python package (src/python, python/; docs/python.md)
@@ -24,7 +26,8 @@ cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(cmake ninja-build g++ pkg-config gnuplot-nox libabsl-dev libboost-dev nlohmann-json3-dev
   libpcre2-dev libicu-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang
-  python3-dev pybind11-dev python3-pytest python3-jsonschema)
+  python3-dev pybind11-dev python3-pytest python3-jsonschema
+  librados-dev ceph-mon ceph-osd ceph-mgr ceph-common)
 # Only for scripts/fuzz-protocol.sh (libFuzzer + ASan/UBSan runtime): `install-deps.sh --fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then DEBIAN_PACKAGES+=(clang-14 libclang-rt-14-dev); fi
 
