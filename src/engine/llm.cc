@@ -144,7 +144,7 @@ absl::StatusOr<std::vector<GenerateOutput>> LLM::Generate(
   return Generate(prompts, std::vector<SamplingParams>(prompts.size(), params));
 }
 
-absl::StatusOr<std::vector<GenerateOutput>> LLM::Generate(
+absl::StatusOr<std::vector<std::shared_ptr<RequestStream>>> LLM::Submit(
     const std::vector<std::vector<int32_t>>& prompts, const std::vector<SamplingParams>& params) {
   if (params.size() != prompts.size()) {
     return absl::InvalidArgumentError(
@@ -155,7 +155,6 @@ absl::StatusOr<std::vector<GenerateOutput>> LLM::Generate(
   std::vector<SamplingParams> compiled_params = params;
   RETURN_IF_ERROR(CompileSoArgs(compiled_params));
   std::vector<std::shared_ptr<RequestStream>> streams;
-  std::vector<GenerateOutput> outputs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateRequest req;
     req.prompt = prompts[i];
@@ -170,6 +169,15 @@ absl::StatusOr<std::vector<GenerateOutput>> LLM::Generate(
       return Annotate(stream.status(), absl::StrCat("prompt ", i));
     }
     streams.push_back(*stream);
+  }
+  return streams;
+}
+
+absl::StatusOr<std::vector<GenerateOutput>> LLM::Generate(
+    const std::vector<std::vector<int32_t>>& prompts, const std::vector<SamplingParams>& params) {
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<RequestStream>> streams, Submit(prompts, params));
+  std::vector<GenerateOutput> outputs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
     outputs[i].prompt = prompts[i];
     outputs[i].samples.resize(params[i].n);
   }

@@ -88,6 +88,12 @@ class LLM {
   // Same with per-prompt parameters (params.size() == prompts.size()).
   absl::StatusOr<std::vector<GenerateOutput>> Generate(
       const std::vector<std::vector<int32_t>>& prompts, const std::vector<SamplingParams>& params);
+  // The submitting half of Generate, for callers that consume the streams themselves (the
+  // Python package's streaming iterator; issue #28): compiles so_args, submits every prompt and
+  // returns the streams in prompt order. All or nothing: on an error (Generate's, before
+  // collection) every stream already submitted is aborted and drained.
+  absl::StatusOr<std::vector<std::shared_ptr<RequestStream>>> Submit(
+      const std::vector<std::vector<int32_t>>& prompts, const std::vector<SamplingParams>& params);
 
   Engine& engine() { return *engine_; }
   // Null when the LLM was created without a tokenizer / compiler.
