@@ -178,14 +178,17 @@ absl::Status RunCacheSim(const ConfigReader& root, Results& results) {
   if (!trace.empty()) q.Push({trace[0].arrival_ns, 0, 0, kTrace, 0});
   q.Push({static_cast<int64_t>(gc_s * kNsPerS), 1, 0, kGc});
 
-  auto serve = [&](TrafficClass cls, std::span<const kv::BlockKey> candidates, int64_t L,
+  // `candidates` (HIT-1) is a prefix of `produced` (the prompt and output blocks persisted).
+  auto serve = [&](TrafficClass cls, int64_t candidates, int64_t L,
                    std::span<const kv::BlockKey> produced) {
     const int64_t now = q.now_ns();
     ++admitted;
     ++requests[cls];
     const int64_t day = std::min<int64_t>(now / kNsPerDay, days - 1);
     for (Variant& v : variants) {
-      const int64_t m = v.store->LookupPrefix(candidates, now);
+      // Cache-only fidelity: the request completes at arrival; prompt and output blocks are
+      // persisted (decode engines write produced KV too [SEED]): the lookup, then the write.
+      const int64_t m = v.store->LookupThenInsert(produced, candidates, cls, now);
       const double hit = 128.0 * m;
       if (now >= warm_ns) {
         v.prompt[cls] += L;
@@ -193,9 +196,6 @@ absl::Status RunCacheSim(const ConfigReader& root, Results& results) {
       }
       v.daily[day][cls] += L;
       v.daily[day][kNumClasses + cls] += hit;
-      // Cache-only fidelity: the request completes at arrival; prompt and output blocks are
-      // persisted (decode engines write produced KV too [SEED]).
-      v.store->Insert(produced, cls, now);
     }
     ++completed;
   };
@@ -255,7 +255,7 @@ absl::Status RunCacheSim(const ConfigReader& root, Results& results) {
       if (now < end_ns) {
         std::vector<kv::BlockKey> keys = MooncakeKeys(r.hash_ids, r.input_length);
         const int64_t cand = std::min<int64_t>(CandidateBlocks(r.input_length), keys.size());
-        serve(static_cast<TrafficClass>(r.cls), std::span(keys).first(cand), r.input_length, keys);
+        serve(static_cast<TrafficClass>(r.cls), cand, r.input_length, keys);
         if (e.a + 1 < trace.size()) q.Push({trace[e.a + 1].arrival_ns, 0, 0, kTrace, e.a + 1});
       } else {
         dropped_after_end += trace.size() - e.a;
@@ -271,7 +271,7 @@ absl::Status RunCacheSim(const ConfigReader& root, Results& results) {
         : Tokens(turns.LogNormal(agent.output_median, agent.output_sigma), 1, 1 << 16);
     const int64_t produced_blocks = (L + out) / 128;
     std::span<const kv::BlockKey> keys = StreamKeys(s.tokens, produced_blocks);
-    serve(s.cls, keys.first(std::min<int64_t>(CandidateBlocks(L), produced_blocks)), L, keys);
+    serve(s.cls, std::min<int64_t>(CandidateBlocks(L), produced_blocks), L, keys);
     s.len = L + out;
     --s.turns_left;
     int64_t next_at = -1;

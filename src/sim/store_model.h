@@ -7,17 +7,22 @@
 //   inserted == resident + evicted_lru + expired_ttl
 // CheckInvariants() verifies it together with the byte total.
 //
+// Representation (for speed at EXP-2 scale, ~10^8 lookups a run): an open-addressing index
+// (absl::flat_hash_map, key -> slot) over a slab of nodes that carry the recency and form one
+// intrusive doubly linked LRU list per class (slots recycled LIFO). Nothing iterates the index, so
+// its layout never reaches an output (SIM-3 determinism).
+//
 // Time is an input (ns). Thread-safety: single-threaded.
 #ifndef DEEPINFER_SIM_STORE_MODEL_H_
 #define DEEPINFER_SIM_STORE_MODEL_H_
 
 #include <array>
 #include <cstdint>
-#include <list>
 #include <span>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "kv/block_hash.h"
 
@@ -56,7 +61,15 @@ class StoreModel {
   int64_t LookupPrefix(std::span<const kv::BlockKey> keys, int64_t now_ns);
 
   // Stores (or refreshes) every key at `now_ns` with class `cls`, then runs the watermark GC.
+  // A refreshed block keeps its class and its TTL is not checked (the write renews it).
   void Insert(std::span<const kv::BlockKey> keys, TrafficClass cls, int64_t now_ns);
+
+  // One request (the simulator's hot path): exactly LookupPrefix(keys.first(num_candidates))
+  // followed by Insert(keys), in one pass over `keys` (one index probe per key), with the same
+  // result, counters, LRU order and evictions. Requires num_candidates <= keys.size(); the
+  // candidates are a prefix of the stored keys, as HIT-1's candidates are of a request's blocks.
+  int64_t LookupThenInsert(std::span<const kv::BlockKey> keys, int64_t num_candidates,
+                           TrafficClass cls, int64_t now_ns);
 
   // Periodic GC: TTL expiry of every class, then the watermark LRU.
   void Gc(int64_t now_ns);
@@ -73,20 +86,33 @@ class StoreModel {
   absl::Status CheckInvariants() const;
 
  private:
-  struct Entry {
-    int64_t last_access_ns;
-    TrafficClass cls;
-    std::list<kv::BlockKey>::iterator pos;
+  static constexpr uint32_t kNil = UINT32_MAX;
+  struct Node {
+    kv::BlockKey key;
+    int64_t last_access_ns = 0;
+    uint32_t prev = kNil, next = kNil;  // LRU neighbours in lru_[cls]
+    TrafficClass cls = kChat;
   };
-  void Touch(Entry& e, const kv::BlockKey& key, int64_t now_ns);
-  void Remove(std::unordered_map<kv::BlockKey, Entry, kv::BlockKeyHash>::iterator it, bool lru,
-              int64_t now_ns);
+  struct List {
+    uint32_t head = kNil, tail = kNil;  // head = least recently used
+    int64_t size = 0;
+  };
+  using Index = absl::flat_hash_map<kv::BlockKey, uint32_t, kv::BlockKeyHash>;
+
+  void Unlink(uint32_t n);
+  void PushBack(uint32_t n);
+  void Touch(uint32_t n, int64_t now_ns);
+  uint32_t NewNode(const kv::BlockKey& key, TrafficClass cls, int64_t now_ns);
+  // Unlinks and frees node `n`; the caller erases it from index_.
+  void Drop(uint32_t n, bool lru, int64_t now_ns);
   void ExpireClass(int cls, int64_t now_ns);
   void Watermark(int64_t now_ns);
 
   StoreConfig config_;
-  std::unordered_map<kv::BlockKey, Entry, kv::BlockKeyHash> index_;
-  std::array<std::list<kv::BlockKey>, kNumClasses> lru_;  // front = oldest, per class
+  Index index_;
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> free_;
+  std::array<List, kNumClasses> lru_;
   StoreStats stats_;
 };
 

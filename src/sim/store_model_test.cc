@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "cluster/rng.h"
+
 namespace deepinfer::sim {
 namespace {
 
@@ -57,6 +59,51 @@ TEST(StoreModelTest, ReinsertRefreshesNotDuplicates) {
   EXPECT_EQ(s.stats().inserted, 2);
   EXPECT_EQ(s.stats().refreshed, 2);
   EXPECT_EQ(s.OldestAgeNs(10), 5);
+}
+
+// LookupThenInsert is defined as LookupPrefix(first n) + Insert(all): drive two stores with the
+// same random requests (shared prefixes, TTL expiry met while scanning, watermark eviction) and
+// compare every answer and counter, and the LRU order through later evictions.
+TEST(StoreModelTest, LookupThenInsertEqualsLookupPrefixThenInsert) {
+  StoreConfig c;
+  c.capacity_bytes = 400;
+  c.block_bytes = 1;
+  c.ttl_ns = {60, 25};
+  StoreModel two_pass(c), one_pass(c);
+  cluster::Rng rng(7);
+  int64_t now = 0;
+  for (int r = 0; r < 5000; ++r) {
+    now += static_cast<int64_t>(rng.Below(4));
+    // A chain: prefix of one of 20 "sessions", each key unique to (session, position).
+    const uint64_t session = rng.Below(20);
+    const int64_t n = 1 + static_cast<int64_t>(rng.Below(40));
+    std::vector<kv::BlockKey> keys;
+    for (int64_t i = 0; i < n; ++i) keys.push_back(kv::BlockKey{session * 1000 + i + 1, 7});
+    const int64_t cand = static_cast<int64_t>(rng.Below(n + 1));
+    const TrafficClass cls = rng.Below(3) == 0 ? kAgent : kChat;
+    const int64_t expect = two_pass.LookupPrefix(std::span(keys).first(cand), now);
+    two_pass.Insert(keys, cls, now);
+    ASSERT_EQ(one_pass.LookupThenInsert(keys, cand, cls, now), expect) << "request " << r;
+    if (r % 97 == 0) {
+      two_pass.Gc(now);
+      one_pass.Gc(now);
+    }
+    ASSERT_EQ(one_pass.resident_blocks(), two_pass.resident_blocks()) << "request " << r;
+    ASSERT_EQ(one_pass.OldestAgeNs(now), two_pass.OldestAgeNs(now)) << "request " << r;
+  }
+  const StoreStats& a = one_pass.stats();
+  const StoreStats& b = two_pass.stats();
+  EXPECT_EQ(a.inserted, b.inserted);
+  EXPECT_EQ(a.evicted_lru, b.evicted_lru);
+  EXPECT_EQ(a.expired_ttl, b.expired_ttl);
+  EXPECT_EQ(a.refreshed, b.refreshed);
+  EXPECT_EQ(a.lookups, b.lookups);
+  EXPECT_EQ(a.hit_blocks, b.hit_blocks);
+  EXPECT_EQ(a.min_lru_victim_age_ns, b.min_lru_victim_age_ns);
+  EXPECT_GT(a.evicted_lru, 0);  // the scenario exercised the watermark ...
+  EXPECT_GT(a.expired_ttl, 0);  // ... and TTL expiry
+  EXPECT_TRUE(one_pass.CheckInvariants().ok());
+  EXPECT_TRUE(two_pass.CheckInvariants().ok());
 }
 
 }  // namespace
