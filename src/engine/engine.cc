@@ -64,6 +64,12 @@ class Engine::Impl {
                 model_->kv_layout().StateBytes()) {
     std::random_device rd;
     seed_base_ = (uint64_t{rd()} << 32) ^ rd();
+    const SpeculativeConfig& spec = config_.speculative;
+    if (spec.method == SpeculativeConfig::Method::kNgram) {
+      drafter_ = std::make_shared<NgramDrafter>(spec.prompt_lookup_min, spec.prompt_lookup_max);
+    } else if (spec.method == SpeculativeConfig::Method::kCustom) {
+      drafter_ = spec.drafter;
+    }
     stats_.kv_blocks_total = blocks_->num_blocks();
     stats_.state_slots_total = slots_->num_slots();
     if (config_.async_scheduling) runner_thread_ = std::thread([this] { RunnerLoop(); });
@@ -124,6 +130,8 @@ class Engine::Impl {
   StepOutput BaseOutput(const Sequence& seq) const;
   void UpdateStats();
   void RunnerLoop();
+  // Asks the drafter for the next step's drafts of every running sequence that can verify.
+  void Draft();
 
   std::unique_ptr<model::CausalLM> model_;
   const EngineConfig config_;
@@ -133,6 +141,7 @@ class Engine::Impl {
   std::unique_ptr<KvTiers> tiers_;  // null without tiers; outlives the scheduler's use
   Scheduler scheduler_;
   ModelRunner runner_;
+  std::shared_ptr<Drafter> drafter_;  // null: no speculative decoding
   uint64_t seed_base_ = 0;
 
   // Submission side (any thread).
@@ -159,6 +168,7 @@ class Engine::Impl {
   int64_t next_seq_id_ = 0;
   int64_t next_order_ = 0;
   int64_t reset_done_seen_ = 0;
+  int64_t num_forwards_ = 0;  // plans with items launched (EngineStats::num_forward_passes)
   EngineStats local_stats_;
 
   // Async runner hand-off.
@@ -227,6 +237,11 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Impl::Submit(GenerateRequ
   info->cache_salt = kv::CacheSaltFromString(request.cache_salt);
   info->traffic_class = request.traffic_class;
   if (!info->params.ignore_eos) info->eos_token_ids = mi.eos_token_ids;
+  info->jump_forward =
+      config_.jump_forward && info->params.grammar != nullptr && info->params.logprobs < 0;
+  if (drafter_ != nullptr && request.speculative) {
+    info->max_draft_tokens = config_.speculative.num_speculative_tokens;
+  }
   std::shared_ptr<RequestStream> stream;
   {
     absl::MutexLock lock(&in_mu_);
@@ -344,6 +359,10 @@ StepOutput Engine::Impl::BaseOutput(const Sequence& seq) const {
   out.cached_host_tokens = seq.cached_host_tokens;
   out.cached_store_tokens = seq.cached_store_tokens;
   out.output_tokens = static_cast<int>(seq.num_output_resolved());
+  out.drafted_tokens = seq.drafted_tokens;
+  out.accepted_tokens = seq.accepted_tokens;
+  out.forced_tokens = seq.forced_tokens;
+  out.forward_passes = seq.forward_passes;
   return out;
 }
 
@@ -394,54 +413,119 @@ void Engine::Impl::PostProcess(const StepResult& result) {
       FinishSeq(seq, FinishReason::kError, r.status, {}, {});
       continue;
     }
-    scheduler_.OnExecuted(seq, r.admission, r.end_pos, r.snapshot_kind, r.snapshot);
+    ++seq->forward_passes;
+    if (r.num_drafted > 0) {
+      scheduler_.OnVerified(seq, r.admission, r.end_pos);
+      seq->drafted_tokens += r.num_drafted;
+      seq->accepted_tokens += r.num_accepted;
+      ++local_stats_.spec_verify_steps;
+      local_stats_.spec_draft_tokens += r.num_drafted;
+      local_stats_.spec_accepted_tokens += r.num_accepted;
+      for (int j = 0; j < r.num_accepted && j < kMaxSpeculativeTokens; ++j) {
+        ++local_stats_.spec_accepted_per_position[j];
+      }
+    }
+    // Commit: the step's tokens one at a time through the finish rules, exactly as if each had
+    // been its own step; a finish drops the rest (never emitted, never counted).
+    const SamplingParams& p = seq->info->params;
+    const int64_t resolved_before = seq->num_output_resolved();
+    size_t committed = 0;
+    std::optional<FinishReason> finish;
+    if (r.sampled) {
+      CHECK(seq->num_pending > 0);
+      --seq->num_pending;
+      auto contains = [](const std::vector<int32_t>& v, int32_t t) {
+        return std::find(v.begin(), v.end(), t) != v.end();
+      };
+      const size_t first_forced = r.tokens.size() - static_cast<size_t>(r.num_forced);
+      for (size_t k = 0; k < r.tokens.size() && !finish.has_value(); ++k) {
+        const int32_t t = r.tokens[k];
+        seq->tokens.push_back(t);
+        ++committed;
+        ++local_stats_.total_output_tokens;
+        if (k >= first_forced) {
+          ++seq->forced_tokens;
+          ++local_stats_.jump_forward_tokens;
+        }
+        if (contains(p.stop_token_ids, t) || contains(seq->info->eos_token_ids, t)) {
+          finish = FinishReason::kStop;
+        } else if (seq->num_output_resolved() >= p.max_tokens ||
+                   static_cast<int64_t>(seq->tokens.size()) >= model_->info().max_context) {
+          finish = FinishReason::kLength;
+        }
+      }
+      if (seq->first_token_ns == 0 && committed > 0) seq->first_token_ns = MonotonicNanos();
+    }
+    scheduler_.OnExecuted(seq, r.admission,
+                          std::min<int64_t>(r.end_pos, static_cast<int64_t>(seq->tokens.size())),
+                          r.snapshot_kind, r.snapshot);
     if (!r.prompt_logprobs.empty() && !seq->prompt_logprobs_sent) {
       seq->prompt_logprobs.insert(seq->prompt_logprobs.end(), r.prompt_logprobs.begin(),
                                   r.prompt_logprobs.end());
     }
-    if (!r.sampled) continue;
-    CHECK(seq->num_pending > 0);
-    --seq->num_pending;
-    seq->tokens.push_back(r.token);
-    ++local_stats_.total_output_tokens;
-    if (seq->first_token_ns == 0) seq->first_token_ns = MonotonicNanos();
-    const SamplingParams& p = seq->info->params;
-    std::optional<FinishReason> finish;
-    auto contains = [](const std::vector<int32_t>& v, int32_t t) {
-      return std::find(v.begin(), v.end(), t) != v.end();
-    };
-    if (contains(p.stop_token_ids, r.token) || contains(seq->info->eos_token_ids, r.token)) {
-      finish = FinishReason::kStop;
-    } else if (seq->num_output_resolved() >= p.max_tokens ||
-               static_cast<int64_t>(seq->tokens.size()) >= model_->info().max_context) {
-      finish = FinishReason::kLength;
-    }
-    std::vector<TokenLogprob> lps;
-    if (p.logprobs >= 0) lps.push_back(r.logprob);
-    if (finish.has_value()) {
-      if (!seq->prompt_logprobs_sent && p.prompt_logprobs >= 0 && seq->sample_index == 0) {
-        // Delivered with the first message; a one-token answer finishes in that message.
-        StepOutput out = BaseOutput(*seq);
+    RequestStream& stream = *requests_[seq->info->request_id].stream;
+    for (size_t k = 0; k < committed; ++k) {
+      std::vector<TokenLogprob> lps;
+      if (p.logprobs >= 0 && k < r.logprobs.size()) lps.push_back(r.logprobs[k]);
+      const bool want_prompt_lps =
+          !seq->prompt_logprobs_sent && p.prompt_logprobs >= 0 && seq->sample_index == 0;
+      if (k + 1 == committed && finish.has_value()) {
+        if (want_prompt_lps) {
+          // Delivered with the first message; a one-token answer finishes in that message.
+          StepOutput out = BaseOutput(*seq);
+          out.prompt_logprobs = std::move(seq->prompt_logprobs);
+          seq->prompt_logprobs_sent = true;
+          stream.Push(std::move(out));
+        }
+        FinishSeq(seq, *finish, absl::OkStatus(), {r.tokens[k]}, std::move(lps));
+        break;
+      }
+      StepOutput out = BaseOutput(*seq);
+      out.output_tokens = static_cast<int>(resolved_before + static_cast<int64_t>(k) + 1);
+      out.token_ids = {r.tokens[k]};
+      out.logprobs = std::move(lps);
+      if (want_prompt_lps) {
         out.prompt_logprobs = std::move(seq->prompt_logprobs);
         seq->prompt_logprobs_sent = true;
-        requests_[seq->info->request_id].stream->Push(std::move(out));
       }
-      FinishSeq(seq, *finish, absl::OkStatus(), {r.token}, std::move(lps));
+      stream.Push(std::move(out));
+    }
+  }
+}
+
+void Engine::Impl::Draft() {
+  if (drafter_ == nullptr) return;
+  for (auto& [id, owned] : seqs_) {
+    Sequence* seq = owned.get();
+    seq->draft.clear();
+    if (seq->status != SeqStatus::kRunning || seq->info->max_draft_tokens <= 0 ||
+        seq->num_pending > 0 || seq->num_computed >= static_cast<int64_t>(seq->tokens.size())) {
       continue;
     }
-    StepOutput out = BaseOutput(*seq);
-    out.token_ids = {r.token};
-    out.logprobs = std::move(lps);
-    if (!seq->prompt_logprobs_sent && p.prompt_logprobs >= 0 && seq->sample_index == 0) {
-      out.prompt_logprobs = std::move(seq->prompt_logprobs);
-      seq->prompt_logprobs_sent = true;
+    const int64_t left = seq->info->params.max_tokens - seq->num_output_resolved() - 1;
+    const int k = static_cast<int>(std::min<int64_t>(seq->info->max_draft_tokens, left));
+    if (k <= 0) continue;
+    DraftContext ctx;
+    ctx.request_id = seq->info->request_id;
+    ctx.sample_index = seq->sample_index;
+    ctx.tokens = seq->tokens;
+    ctx.prompt_len = seq->prompt_len();
+    seq->draft = drafter_->Propose(ctx, k);
+    const int64_t vocab = model_->info().vocab_size;
+    for (size_t j = 0; j < seq->draft.size(); ++j) {
+      if (seq->draft[j] < 0 || seq->draft[j] >= vocab) {  // a drafter bug must not crash
+        seq->draft.resize(j);
+        break;
+      }
     }
-    requests_[seq->info->request_id].stream->Push(std::move(out));
   }
 }
 
 void Engine::Impl::Launch(StepPlan plan) {
   ++local_stats_.num_steps;
+  bool computes = false;
+  for (const PlanItem& item : plan.items) computes = computes || item.num_tokens() > 0;
+  if (computes) ++num_forwards_;
   for (const PlanItem& item : plan.items) {
     if (item.use_last_sample) continue;
     const Sequence* seq = seqs_.at(item.seq_id).get();
@@ -505,6 +589,7 @@ void Engine::Impl::UpdateStats() {
   s.state_slots_used = slots_->num_used();
   s.state_slots_total = slots_->num_slots();
   s.num_preemptions = scheduler_.num_preemptions();
+  s.num_forward_passes = num_forwards_;
   const PrefixCacheCounters& pc = scheduler_.prefix_counters();
   s.prefix_cache_query_tokens = pc.query_tokens;
   s.prefix_cache_hit_tokens = pc.hit_tokens;
@@ -538,6 +623,7 @@ void Engine::Impl::Loop() {
       reset_cv_.SignalAll();
       return;
     }
+    Draft();
     StepPlan plan = scheduler_.Schedule();
     plan.released_seqs = std::move(pending_releases_);
     pending_releases_.clear();
@@ -581,6 +667,23 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
   if (config.snapshot_memory_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "engine config: snapshot_memory_bytes must be >= 0, got ", config.snapshot_memory_bytes));
+  }
+  const SpeculativeConfig& spec = config.speculative;
+  if (spec.method != SpeculativeConfig::Method::kNone) {
+    if (spec.num_speculative_tokens < 1 || spec.num_speculative_tokens > kMaxSpeculativeTokens) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("engine config: num_speculative_tokens must be in [1, ",
+                       kMaxSpeculativeTokens, "], got ", spec.num_speculative_tokens));
+    }
+    if (spec.method == SpeculativeConfig::Method::kNgram &&
+        (spec.prompt_lookup_min < 1 || spec.prompt_lookup_min > spec.prompt_lookup_max)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "engine config: prompt lookup needs 1 <= prompt_lookup_min <= prompt_lookup_max, got ",
+          spec.prompt_lookup_min, " and ", spec.prompt_lookup_max));
+    }
+    if (spec.method == SpeculativeConfig::Method::kCustom && spec.drafter == nullptr) {
+      return absl::InvalidArgumentError("engine config: speculative method custom needs a drafter");
+    }
   }
   const model::KvLayout& layout = model->kv_layout();
   const int64_t block_bytes = layout.BlockBytes();

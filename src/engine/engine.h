@@ -17,15 +17,40 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/kv_tiers.h"
 #include "engine/request.h"
 #include "engine/sampling_params.h"
+#include "engine/speculative/drafter.h"
 #include "kv/block_pool.h"
 #include "model/model.h"
 
 namespace deepinfer::engine {
+
+// Speculative decoding (issue #26, docs/speculative-decoding.md): a drafter proposes up to
+// num_speculative_tokens tokens per step and the target verifies them in the same forward.
+// Greedy and seeded sampled outputs are identical to speculation off (sample-and-compare with
+// the sampler's position-keyed RNG, spec §4.2).
+struct SpeculativeConfig {
+  enum class Method {
+    kNone,
+    kNgram,   // n-gram prompt lookup (NgramDrafter)
+    kCustom,  // `drafter` below (tests: ScriptedDrafter)
+  };
+  Method method = Method::kNone;
+  // Drafts verified per step (k_max), 1..kMaxSpeculativeTokens.
+  int num_speculative_tokens = 3;
+  // N-gram sizes tried, longest first (vLLM's prompt_lookup_min / prompt_lookup_max).
+  int prompt_lookup_min = 2;
+  int prompt_lookup_max = 5;
+  // Method::kCustom: the drafter (shared so tests can keep a handle).
+  std::shared_ptr<Drafter> drafter;
+};
+// The most drafts a step verifies: the window rings' spare slots (model::
+// kSpeculativeRollbackTokens = anchor + 5 drafts).
+inline constexpr int kMaxSpeculativeTokens = 5;
 
 struct EngineConfig {
   // Bytes for KV: max_num_seqs state slots (if the model has state) plus as many 128-token
@@ -58,6 +83,11 @@ struct EngineConfig {
   // blocks are written back, and a prompt's blocks missing from the pool are fetched and
   // swapped in. Needs enable_prefix_caching. Default: none.
   KvTierOptions tiers;
+  // Jump-forward decoding (issue #22 part 3): when a request's grammar forces the next text,
+  // its tokens are appended in the same step (no forward pass each). Requests that ask for
+  // logprobs are never jumped (forced tokens have no sampled distribution).
+  bool jump_forward = true;
+  SpeculativeConfig speculative;
 };
 
 // A snapshot of engine counters.
@@ -73,6 +103,18 @@ struct EngineStats {
   int64_t total_prompt_tokens = 0;  // prompt tokens computed (recomputation included)
   int64_t total_output_tokens = 0;  // tokens generated and delivered
   int64_t num_finished_requests = 0;
+  // Forward passes the model ran (steps with at least one chunk): with jump-forward or
+  // speculation fewer than output tokens.
+  int64_t num_forward_passes = 0;
+  // Output tokens appended by jump-forward (grammar-forced, no forward pass of their own).
+  int64_t jump_forward_tokens = 0;
+  // Speculative decoding (spec §6): verify items run, draft tokens verified and accepted, and
+  // accepted drafts by position (index j = draft j + 1; kMaxSpeculativeTokens entries). Mean
+  // acceptance length = 1 + accepted / verify items; acceptance rate = accepted / drafted.
+  int64_t spec_verify_steps = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position = std::vector<int64_t>(kMaxSpeculativeTokens);
   // Prefix cache (tokens): prompt tokens looked up, tokens served from the cache, tokens
   // recomputed by bounded replays, replays run, blocks evicted, blocks cached (evictable or in
   // use), snapshots held and their bytes.
@@ -99,8 +141,8 @@ struct EngineStats {
 class Engine {
  public:
   // Takes ownership of the model and starts the engine (and runner) threads. Errors:
-  // InvalidArgument for a bad config (non-positive sizes) or a budget too small for one block
-  // (naming the bytes needed).
+  // InvalidArgument for a bad config (non-positive sizes, speculative settings out of range,
+  // kCustom without a drafter) or a budget too small for one block (naming the bytes needed).
   static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<model::CausalLM> model,
                                                         const EngineConfig& config);
   // Aborts whatever is still running and joins the threads.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <string_view>
 
 #include "common/check.h"
 #include "structured/compiler.h"
@@ -137,6 +139,49 @@ void GrammarConstraint::MaskLogits(std::span<float> logits, int64_t remaining_to
   for (int64_t id = 0; id < n; ++id) {
     if (id >= v || !((mask_[id >> 5] >> (id & 31)) & 1)) logits[id] = kNegInf;
   }
+}
+
+std::vector<int32_t> GrammarConstraint::ForcedTokens(int64_t max_tokens) {
+  std::vector<int32_t> out;
+  if (!active_ || matcher_.IsTerminated() || max_tokens <= 0) return out;
+  // 64 bytes per token is more than any vocabulary's longest ordinary token needs.
+  const std::string forced =
+      matcher_.ForcedBytes(static_cast<size_t>(std::min<int64_t>(max_tokens, 4096) * 64));
+  if (forced.empty()) return out;
+  const structured::VocabularyIndex& index = matcher_.grammar().vocab();
+  const auto& bytes = index.vocab().token_bytes;
+  const std::vector<int32_t>& sorted = index.sorted();
+  // First sorted position whose spelling is >= `key`.
+  auto lower = [&](std::string_view key) {
+    return std::lower_bound(sorted.begin(), sorted.end(), key,
+                            [&](int32_t id, std::string_view k) {
+                              return std::string_view(bytes[id]) < k;
+                            });
+  };
+  size_t pos = 0;
+  while (pos < forced.size() && static_cast<int64_t>(out.size()) < max_tokens) {
+    const std::string_view rest = std::string_view(forced).substr(pos);
+    // A longer token spelled rest + more could be the model's choice here: hold back.
+    auto it = lower(rest);
+    while (it != sorted.end() && std::string_view(bytes[*it]).starts_with(rest)) {
+      if (bytes[*it].size() > rest.size()) return out;
+      ++it;
+    }
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (size_t len = std::min<size_t>(rest.size(), 64); len >= 1 && best < 0; --len) {
+      const std::string_view key = rest.substr(0, len);
+      auto e = lower(key);
+      if (e != sorted.end() && std::string_view(bytes[*e]) == key) {
+        best = *e;
+        best_len = len;
+      }
+    }
+    if (best < 0) return out;  // no token spells the next byte (cannot happen for valid text)
+    out.push_back(best);
+    pos += best_len;
+  }
+  return out;
 }
 
 }  // namespace deepinfer::engine

@@ -65,6 +65,17 @@ class GrammarConstraint {
   // Before the trigger only `blocked_before` ids are masked.
   void MaskLogits(std::span<float> logits, int64_t remaining_tokens);
 
+  // Jump-forward decoding (issue #22 part 3): the tokens of the text the grammar forces after
+  // the output synced so far (call Sync first), at most `max_tokens`; they are not accepted
+  // here (Sync accepts them once they are in the output). The text is
+  // structured::GrammarMatcher::ForcedBytes; its tokens are the greedy longest matches over the
+  // grammar's vocabulary (lowest id among equal spellings). Token boundary: tokenization stops
+  // at the first token whose remaining forced text is a proper prefix of a longer vocabulary
+  // token, which is held back with everything after it, so a forced token never blocks a
+  // longer token the model could choose. Empty before the trigger, after EOS, or when nothing
+  // is forced.
+  std::vector<int32_t> ForcedTokens(int64_t max_tokens);
+
   // True once the trigger sequence was generated (always true without one).
   bool Active() const { return active_; }
   // True once the grammar accepted EOS (the document is complete); false without a grammar.

@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -11,6 +12,13 @@
 #include "engine/swap_in.h"
 
 namespace deepinfer::engine {
+namespace {
+
+bool Contains(std::span<const int32_t> v, int32_t t) {
+  return std::find(v.begin(), v.end(), t) != v.end();
+}
+
+}  // namespace
 
 ModelRunner::ModelRunner(model::CausalLM* model, const model::KvCacheView& kv,
                          int64_t state_bytes)
@@ -31,6 +39,7 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
   model::ForwardBatch batch;
   std::vector<int> item_of_chunk;
   std::vector<int32_t> last_token(plan.items.size());
+  std::vector<std::vector<uint8_t>> pre_verify(plan.items.size());
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const PlanItem& item = plan.items[i];
     result.items[i].seq_id = item.seq_id;
@@ -68,9 +77,17 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
       std::memcpy(kv_.state_base + item.state_slot * state_bytes_, item.restore->bytes.data(),
                   static_cast<size_t>(state_bytes_));
     }
-    chunk.logits = item.prompt_logprobs ? model::LogitsMode::kAll
-                   : item.sample        ? model::LogitsMode::kLast
-                                        : model::LogitsMode::kNone;
+    // A verify chunk needs its last num_draft + 1 rows (kAll: the rows before the anchor are
+    // few, and every architecture already supports it).
+    chunk.logits = item.prompt_logprobs || item.num_draft > 0 ? model::LogitsMode::kAll
+                   : item.sample                             ? model::LogitsMode::kLast
+                                                             : model::LogitsMode::kNone;
+    if (item.num_draft > 0 && state_bytes_ > 0) {
+      // Rejected drafts advance the window rings and compressor carry: keep the slot as it was
+      // before the step (after any restore above) to put back on rejection.
+      const uint8_t* slot = kv_.state_base + item.state_slot * state_bytes_;
+      pre_verify[i].assign(slot, slot + state_bytes_);
+    }
     batch.chunks.push_back(chunk);
     item_of_chunk.push_back(static_cast<int>(i));
   }
@@ -89,6 +106,7 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
     }
   }
   if (!batch.chunks.empty()) {
+    ++num_forwards_;
     const int64_t t0 = MonotonicNanos();
     absl::Status status = model_->Forward(batch, kv, &output_);
     result.forward_ns = MonotonicNanos() - t0;
@@ -136,42 +154,96 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
             }
           }
           if (!item.sample) continue;
-          CHECK(row_end > row_begin);
+          const int num_draft = item.num_draft;
+          CHECK(row_end - row_begin >= num_draft + 1);
+          const SamplingParams& p = s.info->params;
           SampleContext ctx;
-          ctx.params = &s.info->params;
+          ctx.params = &p;
           ctx.prompt = s.info->prompt;
-          ctx.output = s.sampled;
           ctx.eos_token_ids = s.info->eos_token_ids;
           ctx.seed = s.info->seed;
           ctx.sample_index = s.sample_index;
-          std::span<const float> logits = row(row_end - 1);
-          std::vector<float> masked;
-          if (GrammarConstraint::Needed(s.info->params)) {
+          if (GrammarConstraint::Needed(p) && !s.grammar) {
             // A grammar, or a trigger budget alone (reasoning budget: forced `</think>`).
-            if (!s.grammar) s.grammar = std::make_unique<GrammarConstraint>(s.info->params);
-            if (!s.grammar->Sync(s.sampled)) {
-              r.status = absl::InternalError("sampled token rejected by the grammar");
-              continue;
-            }
-            masked.assign(logits.begin(), logits.end());
-            s.grammar->MaskLogits(masked, static_cast<int64_t>(s.info->params.max_tokens) -
-                                              static_cast<int64_t>(s.sampled.size()));
-            logits = masked;
+            s.grammar = std::make_unique<GrammarConstraint>(p);
           }
-          SampleResult sr = Sample(ctx, logits, &scratch);
+          const int64_t prompt_len = static_cast<int64_t>(s.info->prompt.size());
+          // Whether the sequence ends after its latest token (the engine's finish rules).
+          auto ends = [&](int32_t t) {
+            return Contains(p.stop_token_ids, t) || Contains(s.info->eos_token_ids, t) ||
+                   static_cast<int64_t>(s.sampled.size()) >= p.max_tokens ||
+                   prompt_len + static_cast<int64_t>(s.sampled.size()) >=
+                       model_->info().max_context;
+          };
+          // Row j (the anchor's row is j = 0) predicts the token after draft j. Sample-and-
+          // compare (spec §4.2): the token sampled from row j with the sampler's position-keyed
+          // RNG is exactly what a non-speculative run samples there, so draft j + 1 is accepted
+          // iff it equals it; the first mismatch (or row num_draft) gives the step's own token.
+          // The grammar mask of row j follows the accepted tokens only, so the matcher never
+          // sees a rejected draft and a draft the grammar rejects is never accepted.
+          std::vector<float> masked;
+          bool ended = false;
+          for (int j = 0; j <= num_draft; ++j) {
+            std::span<const float> logits = row(row_end - 1 - num_draft + j);
+            if (s.grammar) {
+              if (!s.grammar->Sync(s.sampled)) {
+                r.status = absl::InternalError("sampled token rejected by the grammar");
+                break;
+              }
+              masked.assign(logits.begin(), logits.end());
+              s.grammar->MaskLogits(masked, static_cast<int64_t>(p.max_tokens) -
+                                                static_cast<int64_t>(s.sampled.size()));
+              logits = masked;
+            }
+            ctx.output = s.sampled;
+            SampleResult sr = Sample(ctx, logits, &scratch);
+            s.sampled.push_back(sr.token);
+            r.tokens.push_back(sr.token);
+            if (p.logprobs >= 0) r.logprobs.push_back(std::move(sr.logprob));
+            if (ends(sr.token)) {
+              ended = true;
+              break;
+            }
+            const size_t draft_at = item.tokens.size() - num_draft + j;
+            if (j == num_draft || sr.token != item.tokens[draft_at]) break;
+          }
+          if (!r.status.ok()) continue;
           r.sampled = true;
-          r.token = sr.token;
-          r.logprob = std::move(sr.logprob);
+          r.num_drafted = num_draft;
+          for (int j = 0; j < num_draft && j < static_cast<int>(r.tokens.size()); ++j) {
+            if (r.tokens[j] != item.tokens[item.tokens.size() - num_draft + j]) break;
+            ++r.num_accepted;
+          }
+          if (num_draft > 0) {
+            const int64_t known = static_cast<int64_t>(item.tokens.size()) - num_draft;
+            r.end_pos = item.start_pos + known + r.num_accepted;
+            if (r.num_accepted < num_draft) {
+              // The state snapshot (if any) includes rejected drafts: drop it. Window state
+              // goes back to before the step, which the next step then recomputes.
+              r.snapshot_kind = PlanItem::Snapshot::kNone;
+              r.snapshot = nullptr;
+              if (!pre_verify[i].empty()) {
+                std::memcpy(kv_.state_base + item.state_slot * state_bytes_,
+                            pre_verify[i].data(), static_cast<size_t>(state_bytes_));
+                r.end_pos = item.start_pos;
+              }
+            }
+          }
+          if (!ended && s.info->jump_forward && s.grammar && s.grammar->Sync(s.sampled)) {
+            const int64_t room = std::min<int64_t>(
+                p.max_tokens - static_cast<int64_t>(s.sampled.size()),
+                model_->info().max_context - prompt_len - static_cast<int64_t>(s.sampled.size()));
+            std::vector<int32_t> forced = s.grammar->ForcedTokens(room);
+            s.sampled.insert(s.sampled.end(), forced.begin(), forced.end());
+            r.tokens.insert(r.tokens.end(), forced.begin(), forced.end());
+            r.num_forced = static_cast<int>(forced.size());
+          }
         }
       };
       if (num_chunks >= 8 && vocab >= 4096) {
         ThreadPool::Default()->ParallelFor(num_chunks, work);
       } else {
         work(0, num_chunks);
-      }
-      for (int64_t c = 0; c < num_chunks; ++c) {
-        const ItemResult& r = result.items[item_of_chunk[c]];
-        if (r.sampled) seqs_[r.seq_id].sampled.push_back(r.token);
       }
     }
   }

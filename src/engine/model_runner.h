@@ -26,11 +26,19 @@ namespace deepinfer::engine {
 struct ItemResult {
   int64_t seq_id = 0;
   bool sampled = false;
-  int32_t token = -1;
-  TokenLogprob logprob;                       // when params.logprobs >= 0
+  // The tokens this step appends to the sequence, in order (when sampled): the sampled token,
+  // or for a verify item the accepted drafts and the target's next token; then any tokens the
+  // grammar forces (jump-forward). The engine commits them one at a time and stops at a finish.
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;         // parallel to tokens when params.logprobs >= 0
+  int num_drafted = 0;                        // drafts this item verified (PlanItem::num_draft)
+  int num_accepted = 0;                       // of them, accepted (a leading prefix)
+  int num_forced = 0;                         // jump-forward tokens at the end of `tokens`
   std::vector<TokenLogprob> prompt_logprobs;  // for item.prompt_logprobs: positions in the chunk
   absl::Status status;                        // non-OK: the forward failed for this item
-  // Where the item's KV ends (start_pos + tokens) and the admission it was planned for.
+  // Where the item's valid KV ends (start_pos + tokens, less rejected drafts and, for models
+  // with window state whose slot was restored, the whole verify chunk) and the admission it
+  // was planned for.
   int64_t end_pos = 0;
   int64_t admission = 0;
   // The state slot after the forward, when the item asked for a snapshot.
@@ -53,6 +61,9 @@ class ModelRunner {
 
   StepResult Execute(const StepPlan& plan);
 
+  // Forwards run so far (plans with at least one chunk).
+  int64_t num_forwards() const { return num_forwards_; }
+
  private:
   struct SeqState {
     std::shared_ptr<const RequestInfo> info;
@@ -69,6 +80,7 @@ class ModelRunner {
   int64_t state_bytes_ = 0;
   std::unordered_map<int64_t, SeqState> seqs_;
   model::ForwardOutput output_;
+  int64_t num_forwards_ = 0;
 };
 
 }  // namespace deepinfer::engine

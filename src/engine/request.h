@@ -34,6 +34,9 @@ struct GenerateRequest {
   // Traffic class of the request ("traffic_class" / X-Traffic-Class): selects the KV store's
   // TTL for the blocks it writes (3 d agent, 7 d chat by default).
   kv::TrafficClass traffic_class = kv::TrafficClass::kChat;
+  // Whether this request may use the engine's speculative decoding (EngineConfig::speculative);
+  // false runs it without drafts in the same batches.
+  bool speculative = true;
 };
 
 // Why a sample stopped.
@@ -87,6 +90,12 @@ struct StepOutput {
   int cached_host_tokens = 0;
   int cached_store_tokens = 0;
   int output_tokens = 0;  // this sample's generated tokens so far
+  // This sample's counts so far (per-request log fields): draft tokens verified and accepted
+  // (speculative decoding), tokens appended by jump-forward, forward passes that computed it.
+  int drafted_tokens = 0;
+  int accepted_tokens = 0;
+  int forced_tokens = 0;
+  int forward_passes = 0;
 };
 
 // Output queue of one request. The engine pushes; consumers pop with or without a timeout.

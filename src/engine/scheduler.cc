@@ -279,6 +279,12 @@ void Scheduler::OnExecuted(Sequence* seq, int64_t admission, int64_t end,
   }
 }
 
+void Scheduler::OnVerified(Sequence* seq, int64_t admission, int64_t valid_end) {
+  if (seq->status != SeqStatus::kRunning || seq->admission != admission) return;
+  CHECK(valid_end <= seq->num_computed);
+  seq->num_computed = valid_end;
+}
+
 void Scheduler::ResetPrefixCache() {
   blocks_->ClearIndex();
   if (snapshots_ != nullptr) snapshots_->Clear();
@@ -338,7 +344,35 @@ bool Scheduler::EnsureBlocks(Sequence* seq, int64_t end) {
   return blocks_->Allocate(need, &seq->blocks);
 }
 
-PlanItem Scheduler::MakeItem(Sequence* seq, int64_t n) {
+int64_t Scheduler::DraftsFor(Sequence* seq, int64_t n, int64_t budget) {
+  const int64_t known = static_cast<int64_t>(seq->tokens.size());
+  if (seq->draft.empty() || seq->num_pending > 0 || seq->num_computed + n != known) return 0;
+  int64_t l = std::min<int64_t>(static_cast<int64_t>(seq->draft.size()), budget - n);
+  l = std::min<int64_t>(l, seq->info->max_draft_tokens);
+  // A step commits at most l + 1 tokens: never past max_tokens (spec §4.8), and every verified
+  // position stays inside the model's context.
+  l = std::min<int64_t>(l, seq->info->params.max_tokens - seq->num_output_resolved() - 1);
+  l = std::min<int64_t>(l, config_.max_context - 1 - known);
+  if (config_.has_state) {
+    // Window state is rolled back by restoring the slot copied before the step, which then
+    // recomputes the chunk: keep verify chunks to the anchor + drafts.
+    if (n != 1) return 0;
+    // A state snapshot is taken only at a block boundary the step ends on: keep the drafts
+    // inside the block (the runner drops the snapshot when a draft is rejected).
+    if (snapshots_enabled()) {
+      if (known % kBlockTokens == 0) return 0;
+      l = std::min<int64_t>(l, BlocksFor(known) * kBlockTokens - known);
+    }
+  }
+  if (l <= 0) return 0;
+  // Drafts never preempt anyone: verify fewer when blocks are short.
+  const int64_t have = static_cast<int64_t>(seq->blocks.size()) * kBlockTokens;
+  l = std::min<int64_t>(l, have + blocks_->num_free() * kBlockTokens - known);
+  if (l <= 0 || !EnsureBlocks(seq, known + l)) return 0;
+  return l;
+}
+
+PlanItem Scheduler::MakeItem(Sequence* seq, int64_t n, int64_t num_draft) {
   PlanItem item;
   item.seq_id = seq->seq_id;
   item.start_pos = seq->num_computed;
@@ -349,6 +383,12 @@ PlanItem Scheduler::MakeItem(Sequence* seq, int64_t n) {
     item.tokens.assign(seq->tokens.begin() + seq->num_computed,
                        seq->tokens.begin() + seq->num_computed + n);
     item.sample = seq->num_computed + n == known;
+    if (num_draft > 0) {
+      CHECK(item.sample && num_draft <= static_cast<int64_t>(seq->draft.size()));
+      item.tokens.insert(item.tokens.end(), seq->draft.begin(), seq->draft.begin() + num_draft);
+      item.num_draft = static_cast<int>(num_draft);
+      n += num_draft;
+    }
   } else {
     // Decode of the newest in-flight sample.
     CHECK(n == 1 && seq->num_pending >= 1 && seq->num_computed == seq->logical_len() - 1);
@@ -394,7 +434,8 @@ StepPlan Scheduler::Schedule() {
     int64_t n = 0;
     if (seq->num_computed < known) {
       n = CutAtSnapshot(seq, std::min(known - seq->num_computed, budget));
-    } else if (seq->num_pending > 0 && seq->num_computed == seq->logical_len() - 1 &&
+    } else if (!seq->info->multi_token_steps() && seq->num_pending > 0 &&
+               seq->num_computed == seq->logical_len() - 1 &&
                seq->logical_output() < seq->info->params.max_tokens &&
                seq->logical_len() < config_.max_context) {
       n = 1;
@@ -432,8 +473,10 @@ StepPlan Scheduler::Schedule() {
       plan.new_seqs.push_back({seq->seq_id, seq->info, seq->sample_index});
       seq->registered_with_runner = true;
     }
-    plan.items.push_back(MakeItem(seq, n));
-    budget -= n;
+    const int64_t drafts = DraftsFor(seq, n, budget);
+    plan.items.push_back(MakeItem(seq, n, drafts));
+    seq->draft.clear();
+    budget -= n + drafts;
     ++i;
   }
 

@@ -53,6 +53,16 @@ struct RequestInfo {
   int64_t arrival_ns = 0;
   uint64_t cache_salt = 0;  // kv::CacheSaltFromString(GenerateRequest::cache_salt)
   kv::TrafficClass traffic_class = kv::TrafficClass::kChat;
+  // Jump-forward decoding (issue #22 part 3): after each sampled token the runner appends the
+  // tokens the grammar forces (GrammarConstraint::ForcedTokens). Set by the engine when
+  // EngineConfig::jump_forward is on, the request has a grammar and asks for no logprobs.
+  bool jump_forward = false;
+  // Speculative decoding (docs/speculative-decoding.md): the most draft tokens a step of this
+  // request verifies; 0 = off.
+  int max_draft_tokens = 0;
+  // A step of this request may commit more than one token (jump-forward or speculation): its
+  // next step is planned only once the previous one's tokens are known (no async placeholder).
+  bool multi_token_steps() const { return jump_forward || max_draft_tokens > 0; }
 };
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
@@ -71,6 +81,15 @@ struct Sequence {
   int64_t num_computed = 0;
   // Sampled tokens in flight (planned but not yet post-processed).
   int num_pending = 0;
+  // Draft tokens proposed for the next step (speculative decoding; set by the engine before
+  // Schedule, consumed and cleared by it): they follow `tokens` and are verified by the step.
+  std::vector<int32_t> draft;
+  // Per-sample counts reported on the stream (StepOutput): drafts verified / accepted, tokens
+  // appended by jump-forward, steps that computed this sequence.
+  int drafted_tokens = 0;
+  int accepted_tokens = 0;
+  int forced_tokens = 0;
+  int forward_passes = 0;
   std::vector<int32_t> blocks;  // block table
   int32_t state_slot = -1;
   bool registered_with_runner = false;
@@ -128,6 +147,10 @@ struct PlanItem {
   // latest sample of this sequence).
   std::vector<int32_t> tokens;
   bool use_last_sample = false;
+  // The last `num_draft` of `tokens` are draft tokens to verify (speculative decoding): the
+  // chunk then needs the logits of its last num_draft + 1 rows and commits 1..num_draft + 1
+  // tokens; the KV of rejected drafts is rolled back (Scheduler::OnVerified).
+  int num_draft = 0;
   std::vector<int32_t> block_table;  // covers [0, start_pos + num_tokens)
   int32_t state_slot = -1;
   bool sample = false;           // the chunk ends at the sequence's end: sample the next token
@@ -210,6 +233,10 @@ class Scheduler {
   // stores or keeps the state snapshot the item took (null when it took none).
   void OnExecuted(Sequence* seq, int64_t admission, int64_t end, PlanItem::Snapshot kind,
                   std::shared_ptr<const kv::StateSnapshot> snapshot);
+  // After a verify step (PlanItem::num_draft > 0) of admission `admission`: only the KV of
+  // positions below `valid_end` is valid (rejected drafts wrote the rest), so computing resumes
+  // there. No-op for a stale admission.
+  void OnVerified(Sequence* seq, int64_t admission, int64_t valid_end);
   // Empties the prefix index and the snapshot cache (Engine::ResetPrefixCache).
   void ResetPrefixCache();
   const PrefixCacheCounters& prefix_counters() const { return counters_; }
@@ -236,7 +263,10 @@ class Scheduler {
   };
   bool EnsureBlocks(Sequence* seq, int64_t end);
   void Preempt(Sequence* seq);
-  PlanItem MakeItem(Sequence* seq, int64_t n);
+  // `num_draft` of seq->draft follow the n known tokens (a verify chunk).
+  PlanItem MakeItem(Sequence* seq, int64_t n, int64_t num_draft = 0);
+  // How many of seq->draft a chunk of the n tokens from num_computed may verify.
+  int64_t DraftsFor(Sequence* seq, int64_t n, int64_t budget);
   // Keys of the first `n` complete blocks of seq->tokens.
   const std::vector<kv::BlockKey>& EnsureKeys(Sequence* seq, int64_t n);
   // The hit rule for `seq` (no references taken).

@@ -852,6 +852,35 @@ bool GrammarMatcher::Advance(const Configuration& from, std::string_view bytes, 
   return true;
 }
 
+std::string GrammarMatcher::ForcedBytes(size_t max_bytes) {
+  std::string out;
+  if (terminated_) return out;
+  Configuration cur = history_.back();
+  Configuration next;
+  while (out.size() < max_bytes && !cur.can_end) {
+    // The configuration's stable nodes hold every way the text can go on: the next byte is
+    // forced when all their byte edges are the same single byte.
+    int forced = -1;
+    bool ambiguous = false;
+    for (int32_t node : cur.nodes) {
+      for (const CompiledGrammar::ByteEdge& e : grammar_->state(arena_.state(node)).bytes) {
+        if (e.lo != e.hi || (forced >= 0 && forced != e.lo)) {
+          ambiguous = true;
+          break;
+        }
+        forced = e.lo;
+      }
+      if (ambiguous) break;
+    }
+    if (ambiguous || forced < 0) break;
+    internal::StepByte(*grammar_, arena_, cur, static_cast<uint8_t>(forced), &next);
+    if (next.nodes.empty() && !next.can_end) break;
+    out.push_back(static_cast<char>(forced));
+    std::swap(cur, next);
+  }
+  return out;
+}
+
 bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
   if (terminated_) return false;
   Configuration next;

@@ -210,6 +210,11 @@ class GrammarMatcher {
   int64_t MinBytesToTerminateAfter(int32_t token_id);
   // True after an EOS token was accepted.
   bool IsTerminated() const { return terminated_; }
+  // Jump-forward decoding (issue #22 part 3): the bytes the grammar forces from the current
+  // state, i.e. the longest string s (at most `max_bytes`) such that every sentence of the
+  // grammar continuing the text so far continues it with s: it stops where two or more bytes are
+  // possible or where the grammar could also end. "" when nothing is forced. Does not advance.
+  std::string ForcedBytes(size_t max_bytes);
   // Undoes the last `num_tokens` accepted tokens (speculative decoding). CHECKs the count.
   void Rollback(int num_tokens);
   int num_accepted_tokens() const { return static_cast<int>(history_.size()) - 1; }
