@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/status.h"
@@ -90,7 +91,11 @@ absl::StatusOr<ResolvedParams> ResolveSamplingSpec(const SamplingSpec& spec,
     a.whitespace = spec.so_flexible_whitespace ? engine::StructuredOutputArgs::Whitespace::kFlexible
                                                : engine::StructuredOutputArgs::Whitespace::kCompact;
     // Parsed without a vocabulary, so a bad schema fails here, before anything is submitted.
-    RETURN_IF_ERROR(engine::CheckStructuredOutputArgs(a));
+    if (absl::Status st = engine::CheckStructuredOutputArgs(a); !st.ok()) {
+      // Validate's messages already start with "so_args"; the grammar front ends' do not.
+      if (absl::StartsWith(st.message(), "so_args")) return st;
+      return Annotate(st, absl::StrCat("so_args (", spec.so_schema_type, ")"));
+    }
     p.so_args = std::move(a);
   }
   RETURN_IF_ERROR(p.Validate());
