@@ -8,15 +8,25 @@
 // records by mtime and abandoned temp files, and logs the pass. No TCP service. Run one per
 // directory, on the storage side; never next to a (non-shared) `deepinfer kvstore` node on the
 // same directory.
+//
+// `deepinfer kvstore --rados rados://POOL?conf=PATH&id=CLIENT --gc-only --capacity SIZE`: the GC
+// of a RADOS pool that engines write directly (`deepinfer serve --kv-store rados://...`,
+// kvstore/rados_store.h): every --gc-interval it lists the pool, reads each object's metadata
+// xattrs and removes expired and over-watermark leaves. Run ONE per pool (or per namespace):
+// CRUSH spreads every chain over all storage nodes, so no node owns a subtree of the prefix
+// forest, and the leaf-first rule needs the whole forest of a pool in one process (see
+// docs/kv-store-rados.md for the cost per pass and when to shard).
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <string>
 
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "kvstore/config.h"
+#include "kvstore/rados_store.h"
 #include "kvstore/service.h"
 #include "kvstore/store.h"
 #include "tools/cli_flags.h"
@@ -29,7 +39,17 @@ namespace {
 absl::Status ReadFlags(const FlagSet& flags, kvstore::KvStoreConfig* store,
                        kvstore::KvStoreServiceConfig* service) {
   store->dir = flags.GetString("dir");
-  if (store->dir.empty()) return absl::InvalidArgumentError("--dir is required");
+  const bool rados = !flags.GetString("rados").empty();
+  if (rados && !store->dir.empty()) {
+    return absl::InvalidArgumentError("--dir and --rados are exclusive: pick one store");
+  }
+  if (rados && !flags.GetBool("gc-only")) {
+    return absl::InvalidArgumentError(
+        "--rados needs --gc-only (engines reach RADOS directly; this process only collects "
+        "garbage)");
+  }
+  if (rados) store->dir = "(rados)";  // satisfies Validate(); unused
+  if (store->dir.empty()) return absl::InvalidArgumentError("--dir (or --rados) is required");
   const std::string capacity = flags.GetString("capacity");
   if (capacity.empty()) return absl::InvalidArgumentError("--capacity is required (e.g. 100G)");
   auto bytes = kvstore::ParseByteSize(capacity);
@@ -75,16 +95,16 @@ absl::Status ReadFlags(const FlagSet& flags, kvstore::KvStoreConfig* store,
   return store->Validate();
 }
 
-// The --gc-only loop: a pass now and every `interval`, until a signal in `stop_signals`.
-int RunGcOnly(kvstore::KvStore* store, const kvstore::KvStoreConfig& config,
-              const sigset_t& stop_signals) {
-  std::printf("kvstore gc-only on %s (capacity %llu bytes, every %.1f s)\n", config.dir.c_str(),
+// The --gc-only loop: a pass of `gc` now and every `interval`, until a signal in `stop_signals`.
+int RunGcOnly(const std::function<kvstore::GcResult()>& gc, const std::string& what,
+              const kvstore::KvStoreConfig& config, const sigset_t& stop_signals) {
+  std::printf("kvstore gc-only on %s (capacity %llu bytes, every %.1f s)\n", what.c_str(),
               static_cast<unsigned long long>(config.capacity_bytes),
               static_cast<double>(config.gc_interval_nanos) * 1e-9);
   std::fflush(stdout);
   for (;;) {
     const int64_t start = MonotonicNanos();
-    const kvstore::GcResult r = store->RunGc();
+    const kvstore::GcResult r = gc();
     LOG(INFO) << "kvstore gc: " << (r.scanned ? "" : "rescan FAILED, ") << r.records << " records, "
               << r.bytes << " bytes; removed " << r.evicted_ttl << " by TTL, "
               << r.evicted_watermark << " by watermark (" << r.bytes_freed << " bytes), "
@@ -106,6 +126,9 @@ int RunGcOnly(kvstore::KvStore* store, const kvstore::KvStoreConfig& config,
 int RunKvstore(int argc, char** argv) {
   FlagSet flags("kvstore");
   flags.AddString("dir", "", "directory holding the record files (local SSD or a DFS mount)");
+  flags.AddString("rados", "",
+                  "with --gc-only: collect the garbage of a Ceph RADOS pool that engines write "
+                  "directly, rados://POOL?conf=PATH&id=CLIENT (one GC process per pool)");
   flags.AddString("capacity", "", "bytes of records to keep, e.g. 10G, 512M, 1073741824");
   flags.AddString("high-watermark", "0.9", "GC starts above this fraction of --capacity");
   flags.AddString("low-watermark", "0.8", "GC evicts LRU records down to this fraction");
@@ -139,12 +162,37 @@ int RunKvstore(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (const std::string url = flags.GetString("rados"); !url.empty()) {
+    absl::StatusOr<kvstore::RadosStoreConfig> rc = kvstore::ParseRadosUrl(url);
+    if (!rc.ok()) {
+      std::fprintf(stderr, "deepinfer kvstore: --rados: %s\n",
+                   std::string(rc.status().message()).c_str());
+      return 2;
+    }
+    rc->capacity_bytes = store_config.capacity_bytes;
+    rc->high_watermark = store_config.high_watermark;
+    rc->low_watermark = store_config.low_watermark;
+    rc->ttl_nanos = store_config.ttl_nanos;
+    rc->hit_grace_nanos = store_config.hit_grace_nanos;
+    auto rados = kvstore::RadosStore::Open(*rc);
+    if (!rados.ok()) {
+      std::fprintf(stderr, "deepinfer kvstore: --rados: %s\n",
+                   std::string(rados.status().message()).c_str());
+      return 1;
+    }
+    kvstore::RadosStore* r = rados->get();
+    return RunGcOnly([r] { return r->RunGc(); }, "RADOS pool " + rc->pool, store_config,
+                     stop_signals);
+  }
   auto store = kvstore::KvStore::Open(store_config);
   if (!store.ok()) {
     std::fprintf(stderr, "deepinfer kvstore: %s\n", std::string(store.status().message()).c_str());
     return 1;
   }
-  if (store_config.shared) return RunGcOnly(store->get(), store_config, stop_signals);
+  if (store_config.shared) {
+    kvstore::KvStore* s = store->get();
+    return RunGcOnly([s] { return s->RunGc(); }, store_config.dir, store_config, stop_signals);
+  }
   auto server = kvstore::KvStoreServer::Start(store->get(), service_config);
   if (!server.ok()) {
     std::fprintf(stderr, "deepinfer kvstore: %s\n", std::string(server.status().message()).c_str());

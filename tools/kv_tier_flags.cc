@@ -4,10 +4,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "kv/block_record.h"
 #include "kv/snapshot_record.h"
 #include "kvstore/client.h"
+#include "kvstore/rados_store.h"
 #include "kvstore/store.h"
 #include "tools/engine_flags.h"
 
@@ -61,7 +63,10 @@ void AddKvTierFlags(FlagSet& flags) {
   flags.AddString("host-snapshot-memory", "1G",
                   "host shared memory for SWA state snapshots next to the L1 tier, so a restarted "
                   "engine finds its predecessor's (0 = none; used only with an L1 tier)");
-  flags.AddString("kv-store", "", "L2 KV store node HOST:PORT (`deepinfer kvstore`)");
+  flags.AddString("kv-store", "",
+                  "L2 KV store: a node HOST:PORT (`deepinfer kvstore`), or a Ceph RADOS pool "
+                  "rados://POOL?conf=PATH&id=CLIENT (GC: `deepinfer kvstore --rados URL "
+                  "--gc-only`)");
   flags.AddString("kv-store-dir", "",
                   "L2 KV store as record files in this directory (local SSD or DFS mount), "
                   "shared with other engines; its GC runs on the storage side as `deepinfer "
@@ -135,7 +140,16 @@ absl::StatusOr<std::unique_ptr<KvTierSetup>> SetUpKvTiers(const FlagSet& flags,
                       setup->snapshots->num_slots(), " slots)");
     }
   }
-  if (!node.empty()) {
+  if (node.starts_with("rados://")) {
+    absl::StatusOr<kvstore::RadosStoreConfig> c = kvstore::ParseRadosUrl(node);
+    if (!c.ok()) return deepinfer::Annotate(c.status(), "--kv-store");
+    absl::StatusOr<std::unique_ptr<kvstore::RadosStore>> store = kvstore::RadosStore::Open(*c);
+    if (!store.ok()) return deepinfer::Annotate(store.status(), "--kv-store");
+    setup->store = std::move(*store);
+    absl::StrAppend(&setup->description, ", L2 RADOS pool ", c->pool,
+                    c->name_space.empty() ? "" : " namespace ", c->name_space, " (client.",
+                    c->client_id, "; GC: `deepinfer kvstore --rados ... --gc-only`)");
+  } else if (!node.empty()) {
     const size_t colon = node.rfind(':');
     int port = 0;
     if (colon == std::string::npos || colon == 0 ||

@@ -8,6 +8,9 @@
 //   --host-kv-name NAME     its POSIX shm name (default /deepinfer-kv-<layout id>, so engines
 //                           of one model share it and different models never do)
 //   --kv-store HOST:PORT    L2: a `deepinfer kvstore` node
+//   --kv-store rados://POOL?conf=PATH&id=CLIENT[&keyring=PATH&ns=NS&timeout_ms=N]
+//                           L2: a Ceph RADOS pool (kvstore::RadosStore; its GC runs as
+//                           `deepinfer kvstore --rados URL --gc-only`, docs/kv-store-rados.md)
 //   --kv-store-dir PATH     L2: record files in PATH (local SSD or a DFS mount), shared with
 //                           other engines (kvstore::KvStore shared mode); the LRU / TTL GC runs
 //                           as `deepinfer kvstore --dir PATH --gc-only` on the storage side
@@ -43,9 +46,10 @@ struct KvTierSetup {
 };
 
 // Opens (or creates) the tiers the flags ask for, sized for `layout`'s block records.
-// Errors: InvalidArgument naming the flag (bad size, HOST:PORT, both --kv-store and
-// --kv-store-dir); the host tier's or store's error when they cannot be opened. A store node
-// that is down is not an error: the engine serves without it until it is up.
+// Errors: InvalidArgument naming the flag (bad size, HOST:PORT or rados:// URL, both --kv-store
+// and --kv-store-dir); the host tier's or store's error when they cannot be opened (a RADOS
+// cluster that cannot be reached within its timeout_ms: Unavailable naming --kv-store). A store
+// node that is down is not an error: the engine serves without it until it is up.
 absl::StatusOr<std::unique_ptr<KvTierSetup>> SetUpKvTiers(const FlagSet& flags,
                                                           const model::KvLayout& layout);
 
