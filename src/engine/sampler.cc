@@ -4,9 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <unordered_map>
 
 #include "common/check.h"
+#include "engine/ordered_vocab.h"
+#include "kernels/ops.h"
 
 namespace deepinfer::engine {
 namespace {
@@ -52,34 +53,78 @@ double PhiloxUniform(uint64_t seed, uint32_t sample_index, uint64_t step) {
          (1.0 / 9007199254740992.0);
 }
 
+namespace {
+
+// Per-thread buffers: the sampler runs once per sequence per step, so nothing on that path
+// allocates after the first call of a thread.
+struct LogprobScratch {
+  std::vector<float> prob;
+  std::vector<int32_t> ids;
+};
+LogprobScratch& GetLogprobScratch() {
+  thread_local LogprobScratch s;
+  return s;
+}
+
+float MaxOf(std::span<const float> x) { return MaxAndMinFinite(x).first; }
+
+int32_t ArgmaxLowestId(std::span<const float> logits) {
+  const float mx = MaxOf(logits);
+  for (size_t v = 0; v < logits.size(); ++v) {
+    if (logits[v] == mx) return static_cast<int32_t>(v);
+  }
+  return 0;  // all NaN: nothing sensible to do
+}
+
+}  // namespace
+
 TokenLogprob ComputeLogprob(std::span<const float> logits, int32_t token, int top_n) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
   CHECK(token >= 0 && token < vocab);
-  float max_logit = kNegInf;
-  for (float x : logits) max_logit = std::max(max_logit, x);
+  LogprobScratch& s = GetLogprobScratch();
+  const float max_logit = MaxOf(logits);
+  // log Z = max + log Σ exp(l - max): FP32 exponentials (kernels::ExpScaled), summed in double.
+  s.prob.resize(vocab);
+  kernels::ExpScaled(logits.data(), vocab, max_logit, 1.0f, s.prob.data());
   double sum = 0.0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - max_logit);
-  const double log_z = max_logit + std::log(sum);
+  for (float e : s.prob) sum += e;
+  const double log_z = static_cast<double>(max_logit) + std::log(sum);
   TokenLogprob out;
   out.token_id = token;
   out.logprob = static_cast<float>(logits[token] - log_z);
   int32_t rank = 1;
-  for (int64_t v = 0; v < vocab; ++v) {
-    if (logits[v] > logits[token] || (logits[v] == logits[token] && v < token)) ++rank;
-  }
+  const float lt = logits[token];
+  for (int64_t v = 0; v < vocab; ++v) rank += logits[v] > lt;
+  for (int64_t v = 0; v < token; ++v) rank += logits[v] == lt;
   out.rank = rank;
   if (top_n > 0) {
     const int n = static_cast<int>(std::min<int64_t>(top_n, vocab));
-    std::vector<int32_t> ids(vocab);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), ByValueDesc{logits.data()});
+    s.ids.resize(vocab);
+    std::iota(s.ids.begin(), s.ids.end(), 0);
+    const ByValueDesc order{logits.data()};
+    std::nth_element(s.ids.begin(), s.ids.begin() + (n - 1), s.ids.end(), order);
+    std::sort(s.ids.begin(), s.ids.begin() + n, order);
     out.top.reserve(n);
     for (int i = 0; i < n; ++i) {
-      out.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - log_z));
+      out.top.emplace_back(s.ids[i], static_cast<float>(logits[s.ids[i]] - log_z));
     }
   }
   return out;
 }
+
+namespace {
+
+struct ProcessorScratch {
+  std::vector<uint8_t> seen;    // [vocab] repetition-penalty marks, all 0 between calls
+  std::vector<int32_t> counts;  // [vocab] output counts, all 0 between calls
+  std::vector<int32_t> touched;
+};
+ProcessorScratch& GetProcessorScratch() {
+  thread_local ProcessorScratch s;
+  return s;
+}
+
+}  // namespace
 
 void ApplyLogitProcessors(const SampleContext& ctx, std::span<float> logits) {
   const SamplingParams& p = *ctx.params;
@@ -97,113 +142,136 @@ void ApplyLogitProcessors(const SampleContext& ctx, std::span<float> logits) {
       if (id >= 0 && id < vocab) logits[id] = kNegInf;
     }
   }
+  ProcessorScratch& s = GetProcessorScratch();
   if (p.repetition_penalty != 1.0f) {
-    std::vector<bool> seen(vocab, false);
-    for (int32_t id : ctx.prompt) {
-      if (id >= 0 && id < vocab) seen[id] = true;
+    if (static_cast<int64_t>(s.seen.size()) < vocab) s.seen.resize(vocab, 0);
+    s.touched.clear();
+    for (std::span<const int32_t> ids : {ctx.prompt, ctx.output}) {
+      for (int32_t id : ids) {
+        if (id < 0 || id >= vocab || s.seen[id]) continue;
+        s.seen[id] = 1;
+        s.touched.push_back(id);
+        logits[id] =
+            logits[id] > 0 ? logits[id] / p.repetition_penalty : logits[id] * p.repetition_penalty;
+      }
     }
-    for (int32_t id : ctx.output) {
-      if (id >= 0 && id < vocab) seen[id] = true;
-    }
-    for (int64_t v = 0; v < vocab; ++v) {
-      if (!seen[v]) continue;
-      logits[v] =
-          logits[v] > 0 ? logits[v] / p.repetition_penalty : logits[v] * p.repetition_penalty;
-    }
+    for (int32_t id : s.touched) s.seen[id] = 0;
   }
   if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    std::unordered_map<int32_t, int> counts;
-    for (int32_t id : ctx.output) ++counts[id];
-    for (const auto& [id, count] : counts) {
+    if (static_cast<int64_t>(s.counts.size()) < vocab) s.counts.resize(vocab, 0);
+    s.touched.clear();
+    for (int32_t id : ctx.output) {
       if (id < 0 || id >= vocab) continue;
-      logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(count);
+      if (s.counts[id]++ == 0) s.touched.push_back(id);
+    }
+    for (int32_t id : s.touched) {
+      logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(s.counts[id]);
+      s.counts[id] = 0;
     }
   }
 }
 
-int32_t ChooseToken(const SamplingParams& p, std::span<const float> logits, double u) {
-  const int64_t vocab = static_cast<int64_t>(logits.size());
-  CHECK(vocab > 0);
-  if (p.greedy() || p.top_k == 1) {
-    int32_t best = 0;
-    for (int64_t v = 1; v < vocab; ++v) {
-      if (logits[v] > logits[best]) best = static_cast<int32_t>(v);
-    }
-    return best;
-  }
-  // Probabilities after temperature, in double for a stable inverse CDF.
-  std::vector<double> prob(vocab);
-  float max_logit = kNegInf;
-  for (float x : logits) max_logit = std::max(max_logit, x);
-  if (max_logit == kNegInf) return 0;  // everything masked: nothing sensible to do
-  const double inv_t = 1.0 / p.temperature;
-  double sum = 0.0;
-  for (int64_t v = 0; v < vocab; ++v) {
-    prob[v] = std::exp((static_cast<double>(logits[v]) - max_logit) * inv_t);
-    sum += prob[v];
-  }
-  for (double& x : prob) x /= sum;
+namespace {
 
-  // Candidate ids in descending probability (ties by id). Only as much as needed is sorted.
-  std::vector<int32_t> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  auto by_prob = [&prob](int32_t a, int32_t b) {
-    if (prob[a] != prob[b]) return prob[a] > prob[b];
-    return a < b;
-  };
-  int64_t keep = vocab;
-  if (p.top_k > 0 && p.top_k < vocab) keep = p.top_k;
-  if (keep < vocab) {
-    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), by_prob);
-    ids.resize(keep);
-  } else {
-    std::sort(ids.begin(), ids.end(), by_prob);
-  }
-  // Drop zero-probability tokens (masked to -inf).
-  while (ids.size() > 1 && prob[ids.back()] == 0.0) ids.pop_back();
-  if (p.top_k > 0) {
-    // Renormalise over the top-k before top-p (vLLM order: top-k, then top-p on the result).
-    double s = 0.0;
-    for (int32_t id : ids) s += prob[id];
-    for (int32_t id : ids) prob[id] /= s;
-  }
+OrderedVocab& GetOrderedVocab() {
+  thread_local OrderedVocab v;
+  return v;
+}
+
+// The prefix of sampling order that temperature -> top-k -> top-p -> min-p keep (the order
+// and semantics of the sort-based sampler this replaced; vLLM's order). Never empty.
+OrderedVocab::Cut KeptPrefix(const SamplingParams& p, OrderedVocab& ov) {
+  OrderedVocab::Cut cut = ov.All();
+  if (p.top_k > 0) cut = ov.FirstK(p.top_k);
   if (p.top_p < 1.0f) {
-    double cum = 0.0;
-    size_t n = 0;
-    while (n < ids.size()) {
-      cum += prob[ids[n]];
-      ++n;
-      if (cum >= p.top_p) break;
-    }
-    ids.resize(std::max<size_t>(n, 1));
+    // top-p over the top-k renormalised probabilities: cum / S_k >= top_p.
+    cut = ov.ByMass(static_cast<double>(p.top_p) * ov.MassOf(cut), false, cut);
   }
   if (p.min_p > 0.0f) {
-    const double threshold = p.min_p * prob[ids[0]];
-    size_t n = 1;
-    while (n < ids.size() && prob[ids[n]] >= threshold) ++n;
-    ids.resize(n);
+    const OrderedVocab::Cut by_min_p = ov.AtLeast(p.min_p * ov.prob(ov.First()));
+    if (by_min_p < cut) cut = by_min_p;
   }
-  double total = 0.0;
-  for (int32_t id : ids) total += prob[id];
-  const double target = u * total;
-  double cum = 0.0;
-  for (int32_t id : ids) {
-    cum += prob[id];
-    if (target < cum) return id;
-  }
-  return ids.back();
+  return cut;
 }
+
+}  // namespace
+
+int32_t ChooseToken(const SamplingParams& p, std::span<const float> logits, double u) {
+  CHECK(!logits.empty());
+  if (p.greedy() || p.top_k == 1) return ArgmaxLowestId(logits);
+  OrderedVocab& ov = GetOrderedVocab();
+  if (!ov.Build(logits, p.temperature)) return 0;  // everything masked
+  const OrderedVocab::Cut kept = KeptPrefix(p, ov);
+  const double target = u * ov.MassOf(kept);
+  return ov.Last(ov.ByMass(target, true, kept));
+}
+
+void SamplingDistribution(const SamplingParams& p, std::span<const float> logits,
+                          std::vector<TokenProb>* out) {
+  CHECK(!logits.empty());
+  out->clear();
+  if (p.greedy() || p.top_k == 1) {
+    out->push_back({ArgmaxLowestId(logits), 1.0f});
+    return;
+  }
+  OrderedVocab& ov = GetOrderedVocab();
+  if (!ov.Build(logits, p.temperature)) {
+    out->push_back({0, 1.0f});
+    return;
+  }
+  const OrderedVocab::Cut kept = KeptPrefix(p, ov);
+  const double inv_total = 1.0 / ov.MassOf(kept);
+  thread_local std::vector<int32_t> ids;
+  ids.clear();
+  ov.Tokens(kept, &ids);
+  out->reserve(ids.size());
+  for (int32_t id : ids) out->push_back({id, static_cast<float>(ov.prob(id) * inv_total)});
+}
+
+void SamplingProbabilities(const SamplingParams& p, std::span<const float> logits,
+                           std::span<float> probs) {
+  CHECK_EQ(logits.size(), probs.size());
+  std::fill(probs.begin(), probs.end(), 0.0f);
+  if (p.greedy() || p.top_k == 1) {
+    probs[ArgmaxLowestId(logits)] = 1.0f;
+    return;
+  }
+  OrderedVocab& ov = GetOrderedVocab();
+  if (!ov.Build(logits, p.temperature)) {
+    probs[0] = 1.0f;
+    return;
+  }
+  const OrderedVocab::Cut kept = KeptPrefix(p, ov);
+  const double inv_total = 1.0 / ov.MassOf(kept);
+  ov.ForEach(kept, [&](int32_t id) { probs[id] = static_cast<float>(ov.prob(id) * inv_total); });
+}
+
+namespace {
+
+// Whether any logit processor would change the row (else the row is sampled in place).
+bool HasProcessors(const SampleContext& ctx) {
+  const SamplingParams& p = *ctx.params;
+  return !p.logit_bias.empty() || static_cast<int64_t>(ctx.output.size()) < p.min_tokens ||
+         p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+         p.frequency_penalty != 0.0f;
+}
+
+}  // namespace
 
 SampleResult Sample(const SampleContext& ctx, std::span<const float> logits,
                     std::vector<float>* scratch) {
   const SamplingParams& p = *ctx.params;
-  scratch->assign(logits.begin(), logits.end());
-  ApplyLogitProcessors(ctx, *scratch);
+  std::span<const float> processed = logits;
+  if (HasProcessors(ctx)) {
+    scratch->assign(logits.begin(), logits.end());
+    ApplyLogitProcessors(ctx, *scratch);
+    processed = *scratch;
+  }
   const double u = p.greedy() ? 0.0
                               : PhiloxUniform(ctx.seed, static_cast<uint32_t>(ctx.sample_index),
                                               ctx.output.size());
   SampleResult result;
-  result.token = ChooseToken(p, *scratch, u);
+  result.token = ChooseToken(p, processed, u);
   if (p.logprobs >= 0) result.logprob = ComputeLogprob(logits, result.token, p.logprobs);
   return result;
 }

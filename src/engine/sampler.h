@@ -48,7 +48,30 @@ void ApplyLogitProcessors(const SampleContext& ctx, std::span<float> logits);
 // Chooses a token from processed logits: argmax (ties -> lowest id) when temperature == 0,
 // else temperature -> top-k -> top-p -> min-p and inverse-CDF sampling with uniform `u` over the
 // surviving tokens in descending probability order (ties by id). logits: [vocab].
+// Cost O(vocab) without sorting the vocabulary: tokens are bucketed by distance below the best
+// logit and only the buckets a cut lands in are sorted (sampler.cc, OrderedVocab). The
+// probabilities are FP32 softmax values (kernels::Softmax), summed in double.
 int32_t ChooseToken(const SamplingParams& params, std::span<const float> logits, double u);
+
+// One surviving token of a sampling distribution.
+struct TokenProb {
+  int32_t token = -1;
+  float prob = 0.0f;  // normalised over the surviving tokens
+};
+
+// The exact distribution ChooseToken samples from for processed `logits` [vocab]: the surviving
+// tokens of temperature -> top-k -> top-p -> min-p with probabilities normalised over them, in
+// sampling order (descending probability, ties by lower id); ChooseToken(params, logits, u) is
+// the inverse CDF of this list at u. Temperature 0 (or top_k == 1) gives the argmax with
+// probability 1. Cost O(vocab + kept·log(bucket size)): with top-p 1 and no top-k the list is
+// the whole vocabulary. For speculative verification (rejection sampling).
+void SamplingDistribution(const SamplingParams& params, std::span<const float> logits,
+                          std::vector<TokenProb>* out);
+
+// The same distribution as a dense row: probs [vocab] = the probability ChooseToken picks each
+// token (0 for dropped tokens). O(vocab); probs.size() must equal logits.size().
+void SamplingProbabilities(const SamplingParams& params, std::span<const float> logits,
+                           std::span<float> probs);
 
 struct SampleResult {
   int32_t token = -1;

@@ -3,10 +3,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/ops.h"
 
 namespace deepinfer::engine {
 namespace {
@@ -182,6 +184,177 @@ TEST(SamplerTest, FiltersMatchScalarReference) {
       EXPECT_NEAR(got[i], ref[i], 1e-3) << "case " << c << " token " << i;
     }
   }
+}
+
+// The sort-based sampler this code replaced (kept as the reference): double probabilities, a
+// full sort of the vocabulary in (probability desc, id asc) order, then top-k (renormalised),
+// top-p, min-p and the inverse CDF at u. Returns the chosen token and, through `margin`, how
+// far u * total lies from the nearest cumulative boundary (relative to total), so the
+// comparison can skip draws that summation order may legitimately resolve differently.
+int32_t SortBasedChooseToken(const SamplingParams& p, const std::vector<float>& logits, double u,
+                             double* margin) {
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  // The same FP32 probabilities the sampler uses (their precision against double is
+  // FiltersMatchScalarReference's business), so only the selection algorithm differs.
+  std::vector<float> p32(vocab);
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  kernels::ExpScaled(logits.data(), vocab, mx, 1.0f / p.temperature, p32.data());
+  std::vector<double> prob(p32.begin(), p32.end());
+  double sum = 0.0;
+  for (double x : prob) sum += x;
+  for (double& x : prob) x /= sum;
+  std::vector<int32_t> ids(vocab);
+  for (int64_t v = 0; v < vocab; ++v) ids[v] = static_cast<int32_t>(v);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return prob[a] != prob[b] ? prob[a] > prob[b] : a < b;
+  });
+  if (p.top_k > 0 && p.top_k < vocab) ids.resize(p.top_k);
+  while (ids.size() > 1 && prob[ids.back()] == 0.0) ids.pop_back();
+  double s = 0.0;
+  for (int32_t id : ids) s += prob[id];
+  for (int32_t id : ids) prob[id] /= s;
+  *margin = 1.0;
+  auto note = [&](double boundary, double value) {
+    *margin = std::min(*margin, std::abs(boundary - value));
+  };
+  if (p.top_p < 1.0f) {
+    double cum = 0.0;
+    size_t n = 0;
+    while (n < ids.size()) {
+      cum += prob[ids[n]];
+      note(cum, p.top_p);
+      ++n;
+      if (cum >= p.top_p) break;
+    }
+    ids.resize(std::max<size_t>(n, 1));
+  }
+  if (p.min_p > 0.0f) {
+    const double threshold = p.min_p * prob[ids[0]];
+    size_t n = 1;
+    while (n < ids.size() && prob[ids[n]] >= threshold) {
+      note(prob[ids[n]] / prob[ids[0]], p.min_p);
+      ++n;
+    }
+    if (n < ids.size()) note(prob[ids[n]] / prob[ids[0]], p.min_p);
+    ids.resize(n);
+  }
+  double total = 0.0;
+  for (int32_t id : ids) total += prob[id];
+  const double target = u * total;
+  double cum = 0.0;
+  for (int32_t id : ids) {
+    cum += prob[id];
+    note(cum / total, target / total);
+    if (target < cum) return id;
+  }
+  return ids.back();
+}
+
+// Random logits shaped like a language model's row (a few strong candidates over a Gaussian
+// bulk), with ties and masked entries, over a full-size vocabulary.
+std::vector<float> LmLikeLogits(std::mt19937* rng, int64_t vocab, float bulk_sigma) {
+  std::normal_distribution<float> bulk(0.0f, bulk_sigma);
+  std::vector<float> logits(vocab);
+  for (float& x : logits) x = bulk(*rng);
+  std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
+  for (int i = 0; i < 20; ++i) logits[pick(*rng)] = 6.0f + bulk(*rng);
+  for (int i = 0; i < 10; ++i) logits[pick(*rng)] = logits[pick(*rng)];  // ties
+  for (int i = 0; i < 50; ++i) logits[pick(*rng)] = -std::numeric_limits<float>::infinity();
+  return logits;
+}
+
+TEST(SamplerTest, ChooseTokenEqualsSortBasedSamplerForTheSameRandomNumbers) {
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  struct Case {
+    float temperature, top_p, min_p;
+    int top_k;
+    float sigma;
+  };
+  const std::vector<Case> cases = {
+      {1.0f, 1.0f, 0.0f, 0, 1.0f},   {1.0f, 0.9f, 0.0f, 50, 2.0f}, {0.7f, 0.95f, 0.0f, 0, 1.5f},
+      {1.3f, 1.0f, 0.05f, 0, 0.5f},  {2.0f, 0.5f, 0.0f, 0, 3.0f},  {1.0f, 1.0f, 0.0f, 1000, 1.0f},
+      {0.05f, 1.0f, 0.0f, 0, 1.0f},  {1.0f, 0.8f, 0.1f, 40, 1.0f}, {5.0f, 1.0f, 0.0f, 0, 0.1f}};
+  int compared = 0, skipped = 0;
+  for (const Case& c : cases) {
+    SamplingParams p;
+    p.temperature = c.temperature;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    p.top_k = c.top_k;
+    const std::vector<float> logits = LmLikeLogits(&rng, 129280, c.sigma);
+    for (int draw = 0; draw < 40; ++draw) {
+      const double u = uni(rng);
+      double margin = 0.0;
+      const int32_t want = SortBasedChooseToken(p, logits, u, &margin);
+      if (margin < 1e-9) {  // within rounding of a boundary: either side is correct
+        ++skipped;
+        continue;
+      }
+      ++compared;
+      ASSERT_EQ(ChooseToken(p, logits, u), want)
+          << "T=" << c.temperature << " top_p=" << c.top_p << " top_k=" << c.top_k
+          << " min_p=" << c.min_p << " u=" << u;
+    }
+  }
+  EXPECT_GT(compared, 9 * 40 * 3 / 4) << "skipped " << skipped;
+}
+
+TEST(SamplerTest, SamplingDistributionIsWhatChooseTokenSamples) {
+  const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 1.5f, 1.5f, 0.7f, -3.0f, 2.2f};
+  std::vector<SamplingParams> cases(5);
+  cases[1].temperature = 0.5f;
+  cases[1].top_k = 3;
+  cases[2].top_p = 0.6f;
+  cases[3].min_p = 0.3f;
+  cases[4].temperature = 0.0f;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const auto ref = ReferenceDistribution(cases[c].greedy() ? SamplingParams{} : cases[c],
+                                           logits);
+    std::vector<TokenProb> dist;
+    SamplingDistribution(cases[c], logits, &dist);
+    std::vector<float> dense(logits.size());
+    SamplingProbabilities(cases[c], logits, dense);
+    double total = 0.0;
+    for (size_t i = 0; i < dist.size(); ++i) {
+      total += dist[i].prob;
+      if (i > 0) {  // sampling order: descending probability, ties by id
+        EXPECT_TRUE(dist[i - 1].prob > dist[i].prob ||
+                    (dist[i - 1].prob == dist[i].prob && dist[i - 1].token < dist[i].token));
+      }
+      EXPECT_FLOAT_EQ(dense[dist[i].token], dist[i].prob);
+    }
+    EXPECT_NEAR(total, 1.0, 1e-6) << "case " << c;
+    if (cases[c].greedy()) {
+      ASSERT_EQ(dist.size(), 1u);
+      EXPECT_EQ(dist[0].token, 7);
+      continue;
+    }
+    for (size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(dense[i], ref[i], 1e-6) << c << " " << i;
+    // The inverse CDF of the list at u is ChooseToken's choice.
+    for (double u : {0.01, 0.3, 0.55, 0.8, 0.999}) {
+      double cum = 0.0;
+      int32_t want = dist.back().token;
+      for (const TokenProb& tp : dist) {
+        cum += tp.prob;
+        if (u < cum) {
+          want = tp.token;
+          break;
+        }
+      }
+      EXPECT_EQ(ChooseToken(cases[c], logits, u), want) << "case " << c << " u " << u;
+    }
+  }
+}
+
+TEST(SamplerTest, AllMaskedRowAndOneLiveTokenAreHandled) {
+  SamplingParams p;
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(ChooseToken(p, std::vector<float>{-inf, -inf, -inf}, 0.5), 0);
+  EXPECT_EQ(ChooseToken(p, std::vector<float>{-inf, 3.0f, -inf}, 0.999), 1);
+  p.top_p = 0.1f;
+  p.min_p = 0.5f;
+  EXPECT_EQ(ChooseToken(p, std::vector<float>{-inf, -inf, 0.0f}, 0.7), 2);
 }
 
 TEST(SamplerTest, SeededSampleDependsOnlyOnSeedIndexAndStep) {

@@ -341,6 +341,22 @@ namespace {
 constexpr int64_t kLanes = 8;
 }  // namespace
 
+void ExpScaled(const float* x, int64_t n, float shift, float scale, float* out) {
+  if (UseAvx512()) return avx512::ExpScaled(x, n, shift, scale, out);
+  if (UseAvx2()) {
+    const int64_t main = n / kLanes * kLanes;
+    avx2::ExpScaled(x, main, shift, scale, out);
+    if (main < n) {
+      float tmp[kLanes] = {};
+      std::copy(x + main, x + n, tmp);
+      avx2::ExpScaled(tmp, kLanes, shift, scale, tmp);
+      std::copy(tmp, tmp + (n - main), out + main);
+    }
+    return;
+  }
+  ref::ExpScaled(x, n, shift, scale, out);
+}
+
 void Silu(float* x, int64_t n) {
   if (UseAvx512()) return avx512::Silu(x, n);
   if (UseAvx2()) {

@@ -289,6 +289,11 @@ void ApplyRope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, in
 // In-place softmax of each row of x [rows, n] in FP32: exp(x - max) / Σ.
 void Softmax(float* x, int64_t rows, int64_t n);
 
+// out[i] = exp((x[i] − shift) · scale) in FP32 (the vectorised exp of Softmax: ~1 ulp, 0 below
+// −87.3, so −inf inputs give 0). x may alias out. The sampler's unnormalised probabilities
+// (shift = max logit, scale = 1 / temperature).
+void ExpScaled(const float* x, int64_t n, float shift, float scale, float* out);
+
 // x = x·sigmoid(x) in place.
 void Silu(float* x, int64_t n);
 

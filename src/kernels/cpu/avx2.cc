@@ -1399,11 +1399,28 @@ void SwiGlu(const float* gate, const float* up, float* out, int64_t n, float lim
   }
 }
 
+// n is a multiple of 8 (ops.cc pads the tail).
+void ExpScaled(const float* x, int64_t n, float shift, float scale, float* out) {
+  const __m256 vs = _mm256_set1_ps(shift), vk = _mm256_set1_ps(scale);
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, Exp(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs), vk)));
+  }
+}
+
 void Softmax(float* x, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) {
     float* v = x + r * n;
+    // Eight lanes of maxima: a scalar chain of dependent max ops is latency-bound (the
+    // sampler runs this over a 129,280-entry row per sequence per step). max_ps(x, m) keeps m
+    // for a NaN x, as std::max(m, x) does.
+    __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(_mm256_loadu_ps(v + j), vmax);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vmax);
     float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, v[i]);
+    for (float m : lanes) mx = std::max(mx, m);
+    for (; j < n; ++j) mx = std::max(mx, v[j]);
     const __m256 vmx = _mm256_set1_ps(mx);
     __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;

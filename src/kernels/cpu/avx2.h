@@ -21,6 +21,7 @@ void RoundToBf16(float* x, int64_t n);
 void ActQuantFp8Sim(float* x, int64_t rows, int64_t cols, int64_t block);
 void RmsNorm(const float* x, float* y, int64_t rows, int64_t dim, const float* weight_f32,
              const uint16_t* weight_bf16, float eps);
+void ExpScaled(const float* x, int64_t n, float shift, float scale, float* out);
 void Silu(float* x, int64_t n);
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n, float limit);
 void Softmax(float* x, int64_t rows, int64_t n);

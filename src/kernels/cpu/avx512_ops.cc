@@ -264,6 +264,15 @@ void SwiGlu(const float* gate, const float* up, float* out, int64_t n, float lim
   }
 }
 
+void ExpScaled(const float* x, int64_t n, float shift, float scale, float* out) {
+  const __m512 vs = _mm512_set1_ps(shift), vk = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = LanesLeft(n - i);
+    _mm512_mask_storeu_ps(
+        out + i, k, Exp(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vs), vk)));
+  }
+}
+
 // Per row: the max (exact, NaN skipped as avx2's std::max loop does), e = Exp(x - max) for every
 // element (the tail with a masked vector, its unused lanes zeroed before the sum; avx2 uses
 // std::exp for its < 8 tail elements instead), the sum in 16 lanes + HorizontalSum16, then one

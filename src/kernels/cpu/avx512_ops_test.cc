@@ -324,6 +324,21 @@ TEST(Avx512RmsNormTest, MatchesReference) {
   }
 }
 
+TEST(Avx512ExpScaledTest, MatchesStdExpPerElement) {
+  if (!HaveAvx512()) GTEST_SKIP() << "needs AVX-512 F/BW/VL/DQ: " << IsaName(ActiveIsa());
+  std::mt19937 rng(141);
+  for (int64_t n : kSizes) {
+    std::vector<float> x = RandomVector(n, rng, 4.0f), got(n), want(n);
+    x[0] = -std::numeric_limits<float>::infinity();
+    avx512::ExpScaled(x.data(), n, 2.0f, 0.8f, got.data());
+    ref::ExpScaled(x.data(), n, 2.0f, 0.8f, want.data());
+    EXPECT_EQ(got[0], 0.0f);
+    for (int64_t i = 1; i < n; ++i) {
+      ASSERT_NEAR(got[i], want[i], 2.5e-7f * want[i] + 1e-37f) << "n " << n << " i " << i;
+    }
+  }
+}
+
 TEST(Avx512SoftmaxTest, MatchesReference) {
   if (!HaveAvx512()) GTEST_SKIP() << "needs AVX-512 F/BW/VL/DQ: " << IsaName(ActiveIsa());
   std::mt19937 rng(139);

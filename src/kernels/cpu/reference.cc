@@ -209,6 +209,10 @@ void ApplyRope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, in
   }
 }
 
+void ExpScaled(const float* x, int64_t n, float shift, float scale, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
+}
+
 void Softmax(float* x, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) {
     float* v = x + r * n;

@@ -41,6 +41,7 @@ void ApplyRope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, in
                int64_t token_stride);
 
 void Softmax(float* x, int64_t rows, int64_t n);
+void ExpScaled(const float* x, int64_t n, float shift, float scale, float* out);
 void Silu(float* x, int64_t n);
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n, float limit);
 void Add(const float* a, const float* b, float* out, int64_t n);
