@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/check.h"
+#include "nlohmann/json.hpp"
 
 namespace deepinfer::cli {
 namespace {
@@ -48,6 +49,24 @@ void FlagSet::AddBool(const std::string& name, bool default_value, const std::st
   CHECK(flags_.find(name) == flags_.end()) << name;
   flags_[name] = Flag{default_value ? "true" : "false", help, "", true, false};
   order_.push_back(name);
+}
+
+void FlagSet::AddList(const std::string& name, const std::string& default_value,
+                      const std::string& help) {
+  CHECK(flags_.find(name) == flags_.end()) << name;
+  Flag f{default_value, help, default_value, false, false};
+  f.is_list = true;
+  flags_[name] = std::move(f);
+  order_.push_back(name);
+}
+
+int PrintCommandError(const std::string& command, const absl::Status& status, int rc) {
+  const std::string prefix = absl::StrCat("deepinfer ", command, ": ");
+  absl::string_view m = status.message();
+  while (absl::ConsumePrefix(&m, prefix)) {
+  }
+  std::fprintf(stderr, "%s%.*s\n", prefix.c_str(), static_cast<int>(m.size()), m.data());
+  return rc;
 }
 
 std::optional<int> FlagSet::ParseCommandLine(int argc, char** argv) {
@@ -118,6 +137,10 @@ absl::Status FlagSet::Parse(int argc, char** argv) {
               absl::StrCat("deepinfer ", command_, ": flag --", name, " needs a value"));
         }
         value = argv[++i];
+        // A list flag takes every argument up to the next flag.
+        while (f.is_list && i + 1 < argc && !absl::StartsWith(argv[i + 1], "--")) {
+          absl::StrAppend(&value, "\n", argv[++i]);
+        }
       }
       f.value = value;
     }
@@ -186,11 +209,39 @@ absl::StatusOr<std::vector<int32_t>> FlagSet::GetIntList(const std::string& name
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> FlagSet::GetList(const std::string& name) const {
+  std::vector<std::string> out;
+  for (absl::string_view arg : absl::StrSplit(GetString(name), '\n')) {
+    arg = absl::StripAsciiWhitespace(arg);
+    if (absl::StartsWith(arg, "[")) {
+      const nlohmann::json j = nlohmann::json::parse(arg, nullptr, /*allow_exceptions=*/false);
+      bool strings = j.is_array();
+      for (const auto& e : j) strings = strings && e.is_string();
+      if (!strings) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("deepinfer ", command_, ": flag --", name,
+                         " expects a JSON array of strings or comma-separated values, got '",
+                         arg, "'"));
+      }
+      for (const auto& e : j) {
+        if (!e.get<std::string>().empty()) out.push_back(e.get<std::string>());
+      }
+      continue;
+    }
+    for (absl::string_view piece : absl::StrSplit(arg, ',')) {
+      piece = absl::StripAsciiWhitespace(piece);
+      if (!piece.empty()) out.emplace_back(piece);
+    }
+  }
+  return out;
+}
+
 std::string FlagSet::Usage() const {
   std::string out = absl::StrCat("Usage: deepinfer ", command_, " [flags]\n");
   for (const auto& n : order_) {
     const Flag& f = flags_.at(n);
-    absl::StrAppend(&out, "  --", n, f.is_bool ? "" : " VALUE", "\n      ", f.help);
+    absl::StrAppend(&out, "  --", n, f.is_bool ? "" : f.is_list ? " VALUE..." : " VALUE",
+                    "\n      ", f.help);
     if (!f.is_bool && !f.default_value.empty()) {
       absl::StrAppend(&out, " (default: ", f.default_value, ")");
     }

@@ -2,7 +2,7 @@
 //
 // Each command declares its flags (name, default, help) up front; Parse() rejects unknown flags,
 // missing values, stray positional arguments and a flag given twice (every flag is
-// single-valued; `--x` then `--no-x` counts as twice) with InvalidArgument errors that name the
+// single-valued except list flags; `--x` then `--no-x` counts as twice) with InvalidArgument errors that name the
 // flag, so the CLI can print "deepinfer serve: unknown flag --prot (did you mean --port?)".
 #ifndef DEEPINFER_TOOLS_CLI_FLAGS_H_
 #define DEEPINFER_TOOLS_CLI_FLAGS_H_
@@ -26,6 +26,11 @@ class FlagSet {
                  const std::string& help);
   // Declares a boolean flag: `--name` sets it, `--no-name` or `--name=false` clears it.
   void AddBool(const std::string& name, bool default_value, const std::string& help);
+  // Declares a list flag (vLLM's nargs='+' and JSON-list flags): `--name a b c` takes every
+  // following argument up to the next `--flag`; each value may also be a comma-separated list
+  // or a JSON array of strings (`--name '["a", "b"]'`). Read it with GetList().
+  void AddList(const std::string& name, const std::string& default_value,
+               const std::string& help);
 
   // Parses argv[0..argc) (not including the program and command names).
   absl::Status Parse(int argc, char** argv);
@@ -47,6 +52,9 @@ class FlagSet {
   bool GetBool(const std::string& name) const;
   // "1,2,3" -> {1,2,3}; errors name the flag and the bad element.
   absl::StatusOr<std::vector<int32_t>> GetIntList(const std::string& name) const;
+  // The values of a list flag (AddList), blanks dropped, in order. Error: InvalidArgument naming
+  // the flag when a JSON array does not parse or holds something other than strings.
+  absl::StatusOr<std::vector<std::string>> GetList(const std::string& name) const;
 
   // "Usage: deepinfer <command> [flags]" plus one line per flag with its declared default (never
   // a value given on the command line).
@@ -59,11 +67,17 @@ class FlagSet {
     std::string default_value;  // shown by Usage() (value may hold what was parsed)
     bool is_bool = false;
     bool set = false;
+    bool is_list = false;  // values joined with '\n'
+
   };
   std::string command_;
   std::map<std::string, Flag> flags_;
   std::vector<std::string> order_;
 };
+
+// Prints "deepinfer <command>: <message>" to stderr with the prefix once (FlagSet's messages
+// already carry it) and returns `rc`.
+int PrintCommandError(const std::string& command, const absl::Status& status, int rc);
 
 }  // namespace deepinfer::cli
 

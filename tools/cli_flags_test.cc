@@ -8,6 +8,7 @@ namespace deepinfer::cli {
 namespace {
 
 using ::deepinfer::testing::StatusIs;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 FlagSet MakeFlags() {
@@ -116,6 +117,50 @@ TEST(FlagSet, UsageShowsDeclaredDefaultsNotParsedValues) {
   EXPECT_THAT(usage, HasSubstr("port (default: 8000)"));
   EXPECT_THAT(usage, ::testing::Not(HasSubstr("9000")));
   EXPECT_THAT(usage, ::testing::Not(HasSubstr("/given")));
+}
+
+std::vector<std::string> ListOf(const FlagSet& f, const std::string& name) {
+  absl::StatusOr<std::vector<std::string>> v = f.GetList(name);
+  EXPECT_OK(v.status());
+  return v.ok() ? *v : std::vector<std::string>{};
+}
+
+TEST(FlagSet, ListFlagsTakeSeveralArgumentsCommasAndJsonArrays) {
+  FlagSet f = MakeFlags();
+  f.AddList("served-model-name", "", "names");
+  f.AddList("allowed-origins", "", "origins");
+  f.AddList("allowed-methods", "*", "methods");
+  // vLLM's syntaxes: nargs='+' for names, a JSON list for origins.
+  ASSERT_OK(ParseArgs(f, {"--served-model-name", "main", "alias", "--allowed-origins",
+                          R"(["http://a:3000", "http://b"])", "--port", "1"}));
+  EXPECT_THAT(ListOf(f, "served-model-name"), ElementsAre("main", "alias"));
+  EXPECT_THAT(ListOf(f, "allowed-origins"), ElementsAre("http://a:3000", "http://b"));
+  EXPECT_THAT(ListOf(f, "allowed-methods"), ElementsAre("*"));
+  EXPECT_EQ(f.GetString("port"), "1");
+  FlagSet g = MakeFlags();
+  g.AddList("allowed-origins", "", "origins");
+  ASSERT_OK(ParseArgs(g, {"--allowed-origins=http://a, http://b,"}));
+  EXPECT_THAT(ListOf(g, "allowed-origins"), ElementsAre("http://a", "http://b"));
+  FlagSet h = MakeFlags();
+  h.AddList("allowed-origins", "", "origins");
+  ASSERT_OK(ParseArgs(h, {"--allowed-origins", "[1, 2]"}));
+  EXPECT_THAT(h.GetList("allowed-origins"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--allowed-origins")));
+}
+
+// The message of every FlagSet error already starts with "deepinfer <command>: "; printing it
+// under the command's prefix must not repeat it ("deepinfer serve: deepinfer serve: ...").
+TEST(FlagSet, CommandErrorsCarryThePrefixOnce) {
+  FlagSet f = MakeFlags();
+  ASSERT_OK(ParseArgs(f, {"--port", "x"}));
+  const absl::Status bad = f.GetInt("port").status();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(PrintCommandError("serve", bad, 2), 2);
+  EXPECT_EQ(PrintCommandError("serve", absl::NotFoundError("no model"), 1), 1);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err,
+            "deepinfer serve: flag --port expects an integer, got 'x'\n"
+            "deepinfer serve: no model\n");
 }
 
 }  // namespace

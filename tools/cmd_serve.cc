@@ -1,10 +1,8 @@
 // `deepinfer serve`: the all-in-one OpenAI-compatible server (ARCHITECTURE.md §1, §3).
 //
-//   deepinfer serve --model DIR [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
-//                   [--api-key KEY] [--kv-cache-memory 1G] [--max-num-seqs 64]
-//                   [--max-num-batched-tokens 2048] [--max-waiting-requests N]
-//                   [--no-prefix-caching] [--prefix-cache-mode replay|exact]
-//                   [--snapshot-memory 1G]
+//   deepinfer serve --model DIR [--host 127.0.0.1] [--port 8000] [--served-model-name NAME...]
+//                   [--api-key KEY] [--allowed-origins ORIGIN...] [--kv-cache-memory 1G]
+//                   [--max-model-len N] [--max-num-seqs 64] ... (`deepinfer serve --help`)
 //
 // DEEPINFER_HF_MODEL_DIR is used when --model is absent. Loads the model and tokenizer, starts
 // the engine and the HTTP server, prints "listening on http://HOST:PORT" once ready, and shuts
@@ -40,10 +38,7 @@
 namespace deepinfer::cli {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "deepinfer serve: %s\n", std::string(s.message()).c_str());
-  return 1;
-}
+int Fail(const absl::Status& s) { return PrintCommandError("serve", s, 1); }
 
 absl::StatusOr<int> PositiveInt(const FlagSet& flags, const char* name) {
   ASSIGN_OR_RETURN(int64_t v, flags.GetInt(name));
@@ -60,9 +55,17 @@ int RunServe(int argc, char** argv) {
   flags.AddString("model", "", "Hugging Face model directory (default: $DEEPINFER_HF_MODEL_DIR)");
   flags.AddString("host", "127.0.0.1", "address to listen on");
   flags.AddString("port", "8000", "TCP port (0 = pick a free one)");
-  flags.AddString("served-model-name", "", "model id clients use (default: the directory name)");
+  flags.AddList("served-model-name", "",
+                "model ids clients may use, e.g. `--served-model-name main alias` (vLLM: the "
+                "first is reported in responses and metrics; default: the directory name)");
   flags.AddString("api-key", "",
                   "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on /v1/* routes");
+  flags.AddList("allowed-origins", "",
+                "CORS: origins browsers may call from ('*' = any; a JSON list or "
+                "comma-separated); none = no CORS headers (vLLM allows '*' by default)");
+  flags.AddList("allowed-methods", "*", "CORS: methods a preflight may ask for");
+  flags.AddList("allowed-headers", "*", "CORS: request headers a preflight may ask for");
+  flags.AddBool("allow-credentials", false, "CORS: allow credentialed requests (cookies)");
   flags.AddString("kv-cache-memory", "1G", "bytes for the KV cache (e.g. 512M, 4G)");
   flags.AddString("max-model-len", "0",
                   "context length (prompt + completion) per request; 0 = the model's");
@@ -78,6 +81,7 @@ int RunServe(int argc, char** argv) {
   flags.AddString("shutdown-timeout", "10", "seconds in-flight requests get on SIGINT/SIGTERM");
   flags.AddBool("async-scheduling", true, "overlap engine planning with the forward");
   AddPrefixCacheFlags(flags);
+  AddDecodingFlags(flags);
   AddKvTierFlags(flags);
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   std::string model_dir = flags.GetString("model");
@@ -87,7 +91,9 @@ int RunServe(int argc, char** argv) {
                  flags.Usage().c_str());
     return 2;
   }
-  std::string served_name = flags.GetString("served-model-name");
+  absl::StatusOr<std::vector<std::string>> served_names = flags.GetList("served-model-name");
+  if (!served_names.ok()) return PrintCommandError("serve", served_names.status(), 2);
+  std::string served_name = served_names->empty() ? "" : served_names->front();
   if (served_name.empty()) {
     std::string trimmed = model_dir;
     while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
@@ -114,15 +120,20 @@ int RunServe(int argc, char** argv) {
       max_model_len = absl::InvalidArgumentError("--max-model-len must be >= 0");
     }
     const absl::Status prefix = ApplyPrefixCacheFlags(flags, &engine_config);
+    const absl::Status decoding = ApplyDecodingFlags(flags, &engine_config);
+    absl::StatusOr<std::vector<std::string>> origins = flags.GetList("allowed-origins");
+    absl::StatusOr<std::vector<std::string>> methods = flags.GetList("allowed-methods");
+    absl::StatusOr<std::vector<std::string>> headers = flags.GetList("allowed-headers");
     for (const absl::Status& s :
          {kv.status(), seqs.status(), batched.status(), waiting.status(), body.status(),
           conns.status(), request_timeout.status(), port.status(), timeout.status(),
-          max_model_len.status(), prefix}) {
-      if (!s.ok()) {
-        std::fprintf(stderr, "deepinfer serve: %s\n", std::string(s.message()).c_str());
-        return 2;
-      }
+          max_model_len.status(), prefix, decoding, origins.status(), methods.status(), headers.status()}) {
+      if (!s.ok()) return PrintCommandError("serve", s, 2);
     }
+    http_config.cors.allowed_origins = *origins;
+    http_config.cors.allowed_methods = *methods;
+    http_config.cors.allowed_headers = *headers;
+    http_config.cors.allow_credentials = flags.GetBool("allow-credentials");
     engine_config.kv_memory_bytes = *kv;
     engine_config.max_num_seqs = *seqs;
     engine_config.max_num_batched_tokens = *batched;
@@ -152,6 +163,13 @@ int RunServe(int argc, char** argv) {
     return Fail(absl::NotFoundError(
         absl::StrCat("model directory ", model_dir, " does not exist or is not a directory")));
   }
+  for (const char* file : {"config.json", "tokenizer.json"}) {
+    if (std::error_code ec; !std::filesystem::exists(std::filesystem::path(model_dir) / file, ec)) {
+      return Fail(absl::NotFoundError(
+          absl::StrCat(model_dir, " is not a model directory: it has no ", file,
+                       " (--model takes a Hugging Face model directory)")));
+    }
+  }
   Stopwatch load_watch;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromDirectory(model_dir);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
@@ -172,6 +190,9 @@ int RunServe(int argc, char** argv) {
 
   api::ApiServerOptions api_options;
   api_options.served_model_name = served_name;
+  if (served_names->size() > 1) {
+    api_options.served_model_aliases.assign(served_names->begin() + 1, served_names->end());
+  }
   api_options.api_key = flags.GetString("api-key");
   api_options.max_model_len = max_model_len_flag;
   api::ApiServer api_server(engine->get(), tokenizer->get(), api_options);

@@ -30,7 +30,8 @@ const Command kCommands[] = {
      "write a random-weight checkpoint (DeepSeek-V4 presets tiny/demo/bench)"},
 };
 
-// To stdout when asked for (`--help`, `help`: pipes into less), to stderr after a usage error.
+// To stdout when asked for or when no command is given (`deepinfer`, `--help`, `help`: pipes
+// into less, as git does), to stderr after an unknown command.
 void PrintUsage(std::FILE* out) {
   std::fprintf(out, "Usage: deepinfer <command> [flags]\n\nCommands:\n");
   for (const Command& c : kCommands) std::fprintf(out, "  %-16s %s\n", c.name, c.help);
@@ -45,7 +46,7 @@ void PrintUsage(std::FILE* out) {
 int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
-    PrintUsage(argc < 2 ? stderr : stdout);
+    PrintUsage(stdout);
     return argc < 2 ? 2 : 0;
   }
   if (std::strcmp(argv[1], "--version") == 0) return deepinfer::cli::RunVersion(0, nullptr);
