@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
 #include "api/json_body.h"
 #include "api/openai_codec.h"
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace deepinfer::api::codec_util {
@@ -201,6 +204,52 @@ absl::Status ReadSeed(const Json& obj, const char* name, std::string_view path,
                                   "18446744073709551615"));
   }
   *out = static_cast<uint64_t>(static_cast<int64_t>(v));
+  return absl::OkStatus();
+}
+
+absl::Status ReadVllmSamplingExtensions(const Json& obj, SamplingFields* out) {
+  RETURN_IF_ERROR(ReadInt(obj, "min_tokens", "min_tokens", 0, INT32_MAX, &out->min_tokens));
+  const Json* st = Field(obj, "stop_token_ids");
+  if (st == nullptr) return absl::OkStatus();
+  if (!st->is_array()) return WrongType("stop_token_ids", "an array of token ids");
+  for (const Json& t : *st) {
+    if (!t.is_number_integer() || (!t.is_number_unsigned() && t.get<int64_t>() < 0) ||
+        t.get<uint64_t>() > uint64_t{INT32_MAX}) {
+      return WrongType("stop_token_ids", "an array of token ids");
+    }
+    out->stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadThinkingTokenBudget(const Json& obj, std::optional<int64_t>* out) {
+  return ReadInt(obj, "thinking_token_budget", "thinking_token_budget", 0, INT32_MAX, out);
+}
+
+absl::Status RejectImageParts(const protocol::Conversation& conversation) {
+  // Depth-first over parts, tool results included.
+  std::function<bool(const std::vector<protocol::ContentPart>&)> has_image =
+      [&](const std::vector<protocol::ContentPart>& parts) {
+        for (const protocol::ContentPart& p : parts) {
+          if (p.kind == protocol::ContentPart::Kind::kImage) return true;
+          if (p.kind == protocol::ContentPart::Kind::kToolResult && has_image(p.content)) {
+            return true;
+          }
+        }
+        return false;
+      };
+  for (size_t i = 0; i < conversation.messages.size(); ++i) {
+    const protocol::Message& m = conversation.messages[i];
+    if (!has_image(m.content)) continue;
+    const std::string where = m.request_path.empty() ? absl::StrCat("messages[", i, "]")
+                                                      : m.request_path;
+    return WithParam(WithErrorCode(absl::InvalidArgumentError(absl::StrCat(
+                                       where,
+                                       ": image input is not supported yet (this server has no "
+                                       "vision encoder); send text only")),
+                                   "unsupported_content"),
+                     absl::StrCat(where, ".content"));
+  }
   return absl::OkStatus();
 }
 

@@ -14,6 +14,10 @@
 #include "nlohmann/json.hpp"
 #include "protocol/conversation.h"
 
+namespace deepinfer::api {
+struct SamplingFields;
+}  // namespace deepinfer::api
+
 namespace deepinfer::api::codec_util {
 
 using Json = nlohmann::ordered_json;
@@ -94,6 +98,23 @@ absl::Status ReadTrafficClass(const Json& obj, std::optional<kv::TrafficClass>* 
 // surrounding blanks. Errors: InvalidArgument naming `X-Traffic-Class` for another header value.
 absl::StatusOr<kv::TrafficClass> ResolveTrafficClass(std::optional<kv::TrafficClass> body,
                                                      std::string_view header);
+
+// vLLM's sampling extensions on the Responses and Messages bodies (Chat / Completions read
+// them in ParseSampling): `min_tokens` (integer >= 0; EOS, stop_token_ids and stop strings count
+// only after it) and `stop_token_ids` (array of token ids in [0, 2^31), checked against the
+// vocabulary by the server). Errors: InvalidArgument naming the field.
+absl::Status ReadVllmSamplingExtensions(const Json& obj, SamplingFields* out);
+
+// vLLM's `thinking_token_budget` (Chat Completions, Responses): the most reasoning tokens before
+// the server forces `</think>`; an integer in [0, 2^31). Absent or null: unchanged. Errors:
+// InvalidArgument naming the field.
+absl::Status ReadThinkingTokenBudget(const Json& obj, std::optional<int64_t>* out);
+
+// Image content parts (Chat `image_url`, Responses `input_image`, Messages `image`, also inside
+// tool results) are a 400 until a vision encoder exists: InvalidArgument (code
+// unsupported_content) naming the first such part's message ("messages[2].content",
+// "input[1].content").
+absl::Status RejectImageParts(const protocol::Conversation& conversation);
 
 }  // namespace deepinfer::api::codec_util
 

@@ -425,6 +425,7 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(std::string_view body, bool
   if (top_k) req.sampling.top_k = static_cast<int>(*top_k);
   // Extension (not in Anthropic's API; vLLM/SGLang style extra body field): the sampler seed.
   RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &req.sampling.seed));
+  RETURN_IF_ERROR(codec_util::ReadVllmSamplingExtensions(obj, &req.sampling));
   RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
   RETURN_IF_ERROR(codec_util::ReadTrafficClass(obj, &req.traffic_class));
   std::optional<bool> stream;

@@ -37,12 +37,15 @@ struct MessagesRequest {
   std::string model;
   protocol::Conversation conversation;
   std::optional<bool> thinking;            // thinking.type; nullopt = model default
-  std::optional<int64_t> thinking_budget;  // thinking.budget_tokens (>= 1024, < max_tokens)
+  // thinking.budget_tokens (>= 1024, < max_tokens): `</think>` is forced after this many
+  // reasoning tokens.
+  std::optional<int64_t> thinking_budget;
   std::string reasoning_effort;            // output_config.effort ("" = absent)
   // false with tool_choice.disable_parallel_tool_use: at most one tool_use block.
   bool parallel_tool_calls = true;
   // temperature [0,1], top_p, top_k, stop (= stop_sequences), max_tokens, stream, and the
-  // extension field `seed` (not in Anthropic's API; docs/protocol.md, "Extension fields").
+  // extension fields `seed`, `min_tokens`, `stop_token_ids` (not in Anthropic's API;
+  // docs/protocol.md, "Extension fields").
   SamplingFields sampling;
   // vLLM's `cache_salt` extension ("" = none): prefix-cache isolation (codec_util::ReadCacheSalt).
   std::string cache_salt;

@@ -334,5 +334,31 @@ TEST(MessagesRequestTest, EffortListsAcceptedValues) {
   }
 }
 
+// vLLM's min_tokens / stop_token_ids on Messages (issue #22 part 5), thinking.budget_tokens kept
+// for the server, and image blocks (also inside a tool_result) rejected by RejectImageParts.
+TEST(MessagesRequestTest, VllmSamplingExtensionsBudgetAndImages) {
+  ASSERT_OK_AND_ASSIGN(
+      MessagesRequest req,
+      ParseMessagesRequest(R"({"model":"m","max_tokens":2000,"min_tokens":3,"stop_token_ids":[4],)"
+                           R"("thinking":{"type":"enabled","budget_tokens":1024},)"
+                           R"("messages":[{"role":"user","content":"hi"}]})"));
+  EXPECT_EQ(req.sampling.min_tokens, 3);
+  EXPECT_EQ(req.sampling.stop_token_ids, (std::vector<int32_t>{4}));
+  EXPECT_EQ(req.thinking_budget, 1024);
+  EXPECT_EQ(req.thinking, true);
+  EXPECT_FALSE(ParseMessagesRequest(R"({"model":"m","max_tokens":8,"stop_token_ids":[1.5],)"
+                                    R"("messages":[{"role":"user","content":"hi"}]})")
+                   .ok());
+  ASSERT_OK_AND_ASSIGN(
+      MessagesRequest img,
+      ParseMessagesRequest(
+          R"({"model":"m","max_tokens":8,"messages":[{"role":"user","content":[)"
+          R"({"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},)"
+          R"({"type":"text","text":"what is it?"}]}]})"));
+  absl::Status st = codec_util::RejectImageParts(img.conversation);
+  EXPECT_THAT(st, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("image input")));
+  EXPECT_EQ(ErrorParam(st), "messages[0].content");
+}
+
 }  // namespace
 }  // namespace deepinfer::api

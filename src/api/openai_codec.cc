@@ -431,6 +431,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(std::string_vie
   RETURN_IF_ERROR(ParseSampling(obj, &req.sampling));
   RETURN_IF_ERROR(GetBool(obj, "logprobs", &req.logprobs));
   RETURN_IF_ERROR(GetBool(obj, "parallel_tool_calls", &req.parallel_tool_calls));
+  RETURN_IF_ERROR(codec_util::ReadThinkingTokenBudget(obj, &req.thinking_token_budget));
   RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
   RETURN_IF_ERROR(codec_util::ReadTrafficClass(obj, &req.traffic_class));
   RETURN_IF_ERROR(GetBool(obj, "return_token_ids", &req.return_token_ids));

@@ -45,7 +45,7 @@ struct SamplingFields {
   std::string max_tokens_param = "max_tokens";
   std::optional<int64_t> min_tokens;  // vLLM extension
   bool ignore_eos = false;            // vLLM extension
-  // vLLM extension (Chat / Completions): token ids that end a sample like EOS (finish_reason
+  // vLLM extension (all four APIs): token ids that end a sample like EOS (finish_reason
   // "stop"; as in vLLM a non-special stop token's text is part of the output); each in
   // [0, 2^31), checked against the vocabulary by the server.
   std::vector<int32_t> stop_token_ids;
@@ -64,8 +64,11 @@ struct ChatCompletionRequest {
   std::string reasoning_effort;
   bool logprobs = false;
   int top_logprobs = 0;  // [0, 20]; requires logprobs
-  // With tool_choice required: one or more calls (true) or exactly one (false).
+  // false: at most one tool call (tool_choice required: the grammar allows one; auto: the output
+  // ends with the first call, the engine stops there).
   bool parallel_tool_calls = true;
+  // vLLM's `thinking_token_budget` extension: `</think>` forced after this many reasoning tokens.
+  std::optional<int64_t> thinking_token_budget;
   // vLLM's `cache_salt` ("" = none): prefix-cache isolation (codec_util::ReadCacheSalt).
   std::string cache_salt;
   // The `traffic_class` extension field (nullopt = absent; codec_util::ReadTrafficClass).

@@ -625,5 +625,29 @@ TEST(OpenAiCodecTest, OpenAiValidationGaps) {
   EXPECT_EQ(ErrorParam(cso.status()), "stream_options");
 }
 
+// vLLM's thinking_token_budget on Chat Completions (issue #22 part 5) and image_url parts, which
+// parse and are then rejected by RejectImageParts naming the message (no vision encoder yet).
+TEST(ChatRequestTest, ThinkingTokenBudgetAndImageParts) {
+  ASSERT_OK_AND_ASSIGN(
+      ChatCompletionRequest req,
+      ParseChatCompletionRequest(R"({"messages":[{"role":"user","content":"hi"}],)"
+                                 R"("thinking_token_budget":16,"parallel_tool_calls":false})"));
+  EXPECT_EQ(req.thinking_token_budget, 16);
+  EXPECT_FALSE(req.parallel_tool_calls);
+  EXPECT_FALSE(ParseChatCompletionRequest(R"({"messages":[{"role":"user","content":"hi"}],)"
+                                          R"("thinking_token_budget":-2})")
+                   .ok());
+  ASSERT_OK_AND_ASSIGN(
+      ChatCompletionRequest img,
+      ParseChatCompletionRequest(
+          R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},)"
+          R"({"role":"user","content":[{"type":"text","text":"see"},)"
+          R"({"type":"image_url","image_url":{"url":"https://example.com/x.png"}}]}]})"));
+  absl::Status st = codec_util::RejectImageParts(img.conversation);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorParam(st), "messages[2].content");
+  EXPECT_EQ(ErrorCode(st), "unsupported_content");
+}
+
 }  // namespace
 }  // namespace deepinfer::api

@@ -54,6 +54,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/engine_backend.h"
+#include "api/generation_config.h"
 #include "engine/engine.h"
 #include "http/metrics.h"
 #include "http/server.h"
@@ -80,6 +81,9 @@ struct ApiServerOptions {
   int64_t max_model_len = 0;
   // Poll interval (ms) for client-disconnect checks while waiting for tokens.
   int poll_interval_ms = 20;
+  // Defaults for omitted sampling fields (the model's generation_config.json, vLLM's
+  // `--generation-config auto`; api/generation_config.h). Empty: the APIs' own defaults.
+  SamplingDefaults sampling_defaults;
 };
 
 class ApiServer {

@@ -44,6 +44,29 @@ absl::Status ApiServer::Impl::CheckPromptBound(const protocol::EncodedPrompt& pr
   return CheckPromptBound(bytes, special, prompt_param);
 }
 
+int64_t ApiServer::Impl::DefaultChatMaxTokens(bool thinking) const {
+  // generation_config.json's max_new_tokens first (vLLM); else DeepSeek's API: max_tokens
+  // defaults to 4K (chat) and 32K (reasoning), so a client that omits it never runs to the end
+  // of a 64K+ context.
+  if (s->options_.sampling_defaults.max_new_tokens) {
+    return *s->options_.sampling_defaults.max_new_tokens;
+  }
+  return thinking ? 32768 : 4096;
+}
+
+int64_t ApiServer::Impl::CountReasoningTokens(std::span<const int32_t> ids,
+                                              bool* in_reasoning) const {
+  int64_t n = 0;
+  for (const int32_t id : ids) {
+    if (!*in_reasoning) break;
+    ++n;
+    if (id == s->markers_->think_end || id == s->markers_->dsml || id == s->markers_->eos) {
+      *in_reasoning = false;
+    }
+  }
+  return n;
+}
+
 absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
     const SamplingFields& f, int64_t prompt_len, const char* prompt_param,
     int64_t default_max_tokens) const {
@@ -97,14 +120,23 @@ absl::StatusOr<engine::SamplingParams> ApiServer::Impl::BuildParams(
     max_tokens = limit - prompt_len;
     if (default_max_tokens > 0) max_tokens = std::min(max_tokens, default_max_tokens);
   }
+  // Omitted fields: the model's generation_config.json (vLLM), then the API default.
+  const SamplingDefaults& d = s->options_.sampling_defaults;
   engine::SamplingParams p;
-  p.temperature = static_cast<float>(f.temperature.value_or(1.0));
-  p.top_p = static_cast<float>(f.top_p.value_or(1.0));
-  if (f.top_k) p.top_k = *f.top_k;
-  if (f.min_p) p.min_p = static_cast<float>(*f.min_p);
+  p.temperature = static_cast<float>(f.temperature.value_or(d.temperature.value_or(1.0)));
+  p.top_p = static_cast<float>(f.top_p.value_or(d.top_p.value_or(1.0)));
+  if (f.top_k) {
+    p.top_k = *f.top_k;
+  } else if (d.top_k) {
+    p.top_k = *d.top_k;
+  }
+  if (f.min_p || d.min_p) p.min_p = static_cast<float>(f.min_p.value_or(d.min_p.value_or(0.0)));
   p.presence_penalty = static_cast<float>(f.presence_penalty);
   p.frequency_penalty = static_cast<float>(f.frequency_penalty);
-  if (f.repetition_penalty) p.repetition_penalty = static_cast<float>(*f.repetition_penalty);
+  if (f.repetition_penalty || d.repetition_penalty) {
+    p.repetition_penalty =
+        static_cast<float>(f.repetition_penalty.value_or(d.repetition_penalty.value_or(1.0)));
+  }
   // The engine checks this too; here the 400 can name the parameter.
   const int64_t vocab = s->backend_->model_info().vocab_size;
   for (const auto& [id, bias] : f.logit_bias) {

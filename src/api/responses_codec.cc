@@ -360,6 +360,8 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
                                       &req.sampling.max_tokens));
   req.sampling.max_tokens_param = "max_output_tokens";
   RETURN_IF_ERROR(codec_util::ReadSeed(obj, "seed", "seed", &req.sampling.seed));
+  RETURN_IF_ERROR(codec_util::ReadVllmSamplingExtensions(obj, &req.sampling));
+  RETURN_IF_ERROR(codec_util::ReadThinkingTokenBudget(obj, &req.thinking_token_budget));
   RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
   RETURN_IF_ERROR(codec_util::ReadTrafficClass(obj, &req.traffic_class));
   return req;

@@ -37,10 +37,12 @@ struct ResponsesRequest {
   // false when reasoning.effort is "none"; nullopt = model default.
   std::optional<bool> thinking;
   std::string reasoning_effort;  // reasoning.effort as sent ("" = absent; never "none")
-  // temperature, top_p, max_tokens (= max_output_tokens), stream, and the extension field
-  // `seed` (not in OpenAI's Responses API; docs/protocol.md, "Extension fields"); other fields
-  // stay default.
+  // temperature, top_p, max_tokens (= max_output_tokens), stream, and the extension fields
+  // `seed`, `min_tokens`, `stop_token_ids` (not in OpenAI's Responses API; docs/protocol.md,
+  // "Extension fields"); other fields stay default.
   SamplingFields sampling;
+  // vLLM's `thinking_token_budget` extension: `</think>` forced after this many reasoning tokens.
+  std::optional<int64_t> thinking_token_budget;
   // Echoed in the response object.
   std::string instructions;
   bool parallel_tool_calls = true;

@@ -382,5 +382,33 @@ TEST(ResponsesRequestTest, ToolNamesFollowOpenAi) {
   EXPECT_EQ(ErrorParam(r.status()), "tools[0].name");
 }
 
+// vLLM's extensions on Responses (issue #22 part 5): min_tokens, stop_token_ids,
+// thinking_token_budget; wrong types are 400s naming the field. Image parts are parsed (and
+// rejected by the server with RejectImageParts, naming the input item).
+TEST(ResponsesRequestTest, VllmSamplingExtensionsAndImages) {
+  ASSERT_OK_AND_ASSIGN(
+      ResponsesRequest req,
+      ParseResponsesRequest(R"({"input":"Hi","min_tokens":5,"stop_token_ids":[7,9],)"
+                            R"("thinking_token_budget":12})"));
+  EXPECT_EQ(req.sampling.min_tokens, 5);
+  EXPECT_EQ(req.sampling.stop_token_ids, (std::vector<int32_t>{7, 9}));
+  EXPECT_EQ(req.thinking_token_budget, 12);
+  EXPECT_OK(codec_util::RejectImageParts(req.conversation));
+  for (const char* bad : {R"({"input":"Hi","min_tokens":-1})", R"({"input":"Hi","stop_token_ids":[-3]})",
+                          R"({"input":"Hi","stop_token_ids":"7"})",
+                          R"({"input":"Hi","thinking_token_budget":"x"})"}) {
+    absl::StatusOr<ResponsesRequest> r = ParseResponsesRequest(bad);
+    EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+  }
+  ASSERT_OK_AND_ASSIGN(
+      ResponsesRequest img,
+      ParseResponsesRequest(R"({"input":[{"role":"user","content":[{"type":"input_text","text":"x"},)"
+                            R"({"type":"input_image","image_url":"data:image/png;base64,AAAA"}]}]})"));
+  absl::Status st = codec_util::RejectImageParts(img.conversation);
+  EXPECT_THAT(st, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("image input")));
+  EXPECT_EQ(ErrorParam(st), "input[0].content");
+  EXPECT_EQ(ErrorCode(st), "unsupported_content");
+}
+
 }  // namespace
 }  // namespace deepinfer::api
