@@ -2,13 +2,13 @@
 
 The project's CMake build writes it to ``<build>/python/deepinfer/`` (src/python/CMakeLists.txt);
 nothing is installed. Looked for, in order: next to this file (a copy or an installed package),
-``$DEEPINFER_BUILD_DIR/python/deepinfer/``, then ``<checkout>/build/python/deepinfer/`` (the
-README's ``make build``). See docs/python.md.
+``<entry>/deepinfer/`` for every ``sys.path`` entry (so ``PYTHONPATH=<build>/python`` selects
+another build directory), then ``<checkout>/build/python/deepinfer/`` (the README's build).
+See docs/python.md. (No DEEPINFER_* variable: the C++ side warns about unknown ones.)
 """
 
 import importlib.machinery
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -18,8 +18,11 @@ CHECKOUT = _HERE.parent.parent  # python/deepinfer/_native.py -> the repository 
 
 def _candidates():
     dirs = [_HERE]
-    if os.environ.get("DEEPINFER_BUILD_DIR"):
-        dirs.append(Path(os.environ["DEEPINFER_BUILD_DIR"]) / "python" / "deepinfer")
+    for entry in sys.path:
+        if entry:
+            d = Path(entry) / "deepinfer"
+            if d.resolve() != _HERE:
+                dirs.append(d)
     dirs.append(CHECKOUT / "build" / "python" / "deepinfer")
     return dirs
 
@@ -41,8 +44,8 @@ def _load():
     raise ImportError(
         "deepinfer: the C++ extension _deepinfer is not built for this Python "
         f"({sys.version.split()[0]}); looked for {', '.join(looked[:3])} ... "
-        "Run `make build` in the checkout (or `cmake --build build --target _deepinfer`), or set "
-        "DEEPINFER_BUILD_DIR to your CMake build directory.")
+        "Run `make build` in the checkout (or `cmake --build build --target _deepinfer`), or put "
+        "<your build dir>/python on PYTHONPATH.")
 
 
 native = _load()

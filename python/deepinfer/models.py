@@ -16,9 +16,7 @@ from ._native import CHECKOUT, native
 
 
 def _binary():
-    b = os.environ.get("DEEPINFER_BIN")
-    if b:
-        return b
+    # The `deepinfer` CLI of the build that made this extension.
     return str(Path(native.binary_dir) / "bin" / "deepinfer")
 
 

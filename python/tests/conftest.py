@@ -1,7 +1,7 @@
 """Fixtures of the deepinfer Python package's tests (run by ctest as python_test).
 
-Paths come from the environment ctest sets (DEEPINFER_BUILD_DIR, DEEPINFER_SHARED_DIR,
-DEEPINFER_BIN) with the checkout's defaults. Models: stories260K from ../shared (real weights,
+The build directory is the one that made the extension (ctest puts <build>/python on
+PYTHONPATH); DEEPINFER_SHARED_DIR (set by ctest) locates ../shared. Models: stories260K from ../shared (real weights,
 goldens) and the `demo` preset (DeepSeek-V4 layout, random weights, real tokenizer) generated
 once into <build>/e2e-models/demo, the directory the e2e tests use.
 """
@@ -17,10 +17,12 @@ sys.path.insert(0, str(CHECKOUT / "python"))
 
 import deepinfer  # noqa: E402
 
-BUILD = Path(os.environ.get("DEEPINFER_BUILD_DIR", CHECKOUT / "build"))
+from deepinfer._native import native  # noqa: E402
+
+BUILD = Path(native.binary_dir)
 SHARED = Path(os.environ.get("DEEPINFER_SHARED_DIR", CHECKOUT.parent / "shared"))
 STORIES = SHARED / "models" / "stories260K"
-BIN = os.environ.get("DEEPINFER_BIN", str(BUILD / "bin" / "deepinfer"))
+BIN = str(BUILD / "bin" / "deepinfer")
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +39,6 @@ def stories_llm(stories_dir):
 
 @pytest.fixture(scope="session")
 def demo_dir():
-    os.environ.setdefault("DEEPINFER_BIN", BIN)
     return deepinfer.demo_model(BUILD / "e2e-models" / "demo")
 
 
