@@ -13,6 +13,8 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
+#include "kernels/linear_fp8_blocks.h"
+#include "kernels/workspace.h"
 #include "model/deepseek_v41_formats.h"
 #include "model/deepseek_v4_numerics.h"
 
@@ -123,13 +125,49 @@ struct DeepseekV41Model::Impl {
   // Tier B accumulates in FP64 (its goldens come from a float64 oracle).
   void Lin(const WeightMatrix& m, const float* x, int64_t M, float* y, bool quantize) const {
     if (M == 0) return;
-    if (!quantize) {
+    std::vector<float> xq;
+    if (quantize) {
+      xq.assign(x, x + M * m.cols);
+      ForRows(M, m.cols, [&](int64_t r) { Mxfp8SimInPlace(xq.data() + r * m.cols, m.cols); });
+      x = xq.data();
+    }
+    if (m.fp8_block > 0) {
+      LinFp8(m, x, M, y);
+    } else {
       dsv4::Linear(m, x, M, y, false, /*precise=*/!bf16);
+    }
+  }
+
+  // FP8 tiles in place. Tier A: kernels::LinearFp8Blocks (bitwise the SIMD FP32 product with
+  // the dequantised matrix). Tier B: each weight row decoded, then FP64 sums in dsv4::Linear's
+  // precise order (4 partial sums, tail into the first, (a0 + a1) + (a2 + a3)).
+  void LinFp8(const WeightMatrix& m, const float* x, int64_t M, float* y) const {
+    const kernels::Fp8BlocksView v = Fp8View(m);
+    const int64_t N = m.rows, K = m.cols;
+    ThreadPool* pool = ThreadPool::Default();
+    if (bf16) {
+      kernels::LinearOptions opt;
+      const size_t bytes = kernels::LinearFp8BlocksWorkspaceBytes(M, v, opt, pool);
+      thread_local kernels::Workspace ws;
+      kernels::LinearFp8Blocks(x, M, v, y, opt, pool, ws.Get(bytes), bytes);
       return;
     }
-    std::vector<float> xq(x, x + M * m.cols);
-    ForRows(M, m.cols, [&](int64_t r) { Mxfp8SimInPlace(xq.data() + r * m.cols, m.cols); });
-    dsv4::Linear(m, xq.data(), M, y, false, /*precise=*/!bf16);
+    pool->ParallelFor(N, [&](int64_t n0, int64_t n1) {
+      std::vector<float> row(K);
+      for (int64_t n = n0; n < n1; ++n) {
+        kernels::DequantizeFp8BlocksRows(v, n, n + 1, row.data());
+        for (int64_t r = 0; r < M; ++r) {
+          const float* xr = x + r * K;
+          double acc[4] = {0, 0, 0, 0};
+          const int64_t k4 = K / 4 * 4;
+          for (int64_t k = 0; k < k4; k += 4) {
+            for (int j = 0; j < 4; ++j) acc[j] += static_cast<double>(xr[k + j]) * row[k + j];
+          }
+          for (int64_t k = k4; k < K; ++k) acc[0] += static_cast<double>(xr[k]) * row[k];
+          y[r * N + n] = static_cast<float>((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        }
+      }
+    });
   }
 
   void RmsNormRow(const float* xr, const std::vector<float>& wt, int64_t dim, float* yr) const {
@@ -701,9 +739,13 @@ struct DeepseekV41Model::Impl {
         std::memcpy(og.data() + t * gin, o.data() + t * H * d + g * gin, gin * 4);
       }
       WeightMatrix slice = aw.wo_a;
-      slice.rows = L;
-      slice.data = static_cast<const float*>(aw.wo_a.data) + g * L * aw.wo_a.cols;
-      CHECK(aw.wo_a.format == dsv4::WeightFormat::kF32);
+      if (aw.wo_a.fp8_block > 0) {
+        slice = Fp8SliceRows(aw.wo_a, g * L, L);  // L % fp8_block == 0 (checked at load)
+      } else {
+        CHECK(aw.wo_a.format == dsv4::WeightFormat::kF32);
+        slice.rows = L;
+        slice.data = static_cast<const float*>(aw.wo_a.data) + g * L * aw.wo_a.cols;
+      }
       Lin(slice, og.data(), T, zg.data(), false);
       for (int64_t t = 0; t < T; ++t) {
         std::memcpy(z.data() + t * G * L + g * L, zg.data() + t * L, L * 4);

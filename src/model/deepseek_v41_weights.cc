@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -86,8 +87,8 @@ class Binder {
   }
 
   // FP8 `prefix.weight` [rows, cols] e4m3 + `prefix.scale` [ceil(rows/B), ceil(cols/B)] (E8M0
-  // or F32, B = weight_block_size), dequantised to FP32 (§2.2). BF16 / F32 weights (a converter
-  // may have dequantised them) are accepted as they are.
+  // or F32, B = weight_block_size), kept in place (§2.2). BF16 / F32 weights (a converter may
+  // have dequantised them) are accepted as they are.
   absl::StatusOr<WeightMatrix> Fp8(const std::string& prefix, int64_t rows, int64_t cols) {
     ASSIGN_OR_RETURN(TensorView t, ckpt_.Get(prefix + ".weight"));
     if (t.dtype == DType::kBF16 || t.dtype == DType::kF32) return Plain(t.name, rows, cols);
@@ -98,26 +99,18 @@ class Binder {
                      Typed(prefix + ".scale", {DType::kF8E8M0, DType::kF32}, {sr, sc}));
     Count(t, rows * cols);
     w_->weight_bytes += s.byte_size;
-    auto buf = std::make_unique<float[]>(rows * cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t cb = 0; cb < sc; ++cb) {
-        float scale;
-        if (s.dtype == DType::kF32) {
-          std::memcpy(&scale, s.data + 4 * ((r / B) * sc + cb), 4);
-        } else {
-          scale = std::ldexp(1.0f, static_cast<int>(s.data[(r / B) * sc + cb]) - 127);
-        }
-        for (int64_t k = cb * B; k < std::min(cols, (cb + 1) * B); ++k) {
-          buf[r * cols + k] = E4M3ToF32(t.data[r * cols + k]) * scale;
-        }
-      }
-    }
     WeightMatrix m;
-    m.format = WeightFormat::kF32;
+    m.format = WeightFormat::kFp8Block;
+    m.fp8_block = B;
     m.rows = rows;
     m.cols = cols;
-    m.data = buf.get();
-    w_->owned.push_back(std::move(buf));
+    m.data = t.data;
+    if (s.dtype == DType::kF32) {
+      m.scale_f32 = reinterpret_cast<const float*>(Aligned(s, 4));
+    } else {
+      m.scale = s.data;
+    }
+    m.scale_cols = sc;
     return m;
   }
 
@@ -167,6 +160,11 @@ class Binder {
     ASSIGN_OR_RETURN(a.wkv, Fp8(p + "attn.wkv", d, D));
     ASSIGN_OR_RETURN(a.kv_norm, Vector(p + "attn.kv_norm.weight", {d}));
     ASSIGN_OR_RETURN(a.wo_a, Fp8(p + "attn.wo_a", c.o_groups * c.o_lora_rank, H * d / c.o_groups));
+    if (a.wo_a.fp8_block > 0 && c.o_lora_rank % a.wo_a.fp8_block != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          p, "attn.wo_a: o_lora_rank ", c.o_lora_rank, " is not a multiple of the FP8 tile ",
+          a.wo_a.fp8_block, " (the grouped product slices it per group)"));
+    }
     ASSIGN_OR_RETURN(a.wo_b, Fp8(p + "attn.wo_b", D, c.o_groups * c.o_lora_rank));
     if (role.role == Role::kFull) {
       ASSIGN_OR_RETURN(a.comp_wkv, Plain(p + "attn.compressor.wkv.weight", d, D));
@@ -276,6 +274,31 @@ class Binder {
 };
 
 }  // namespace
+
+kernels::Fp8BlocksView Fp8View(const WeightMatrix& m) {
+  CHECK_GT(m.fp8_block, 0);
+  kernels::Fp8BlocksView v;
+  v.data = static_cast<const uint8_t*>(m.data);
+  v.scales = m.scale_f32 != nullptr ? static_cast<const void*>(m.scale_f32) : m.scale;
+  v.scale_dtype = m.scale_f32 != nullptr ? kernels::ScaleDType::kF32 : kernels::ScaleDType::kE8M0;
+  v.rows = m.rows;
+  v.cols = m.cols;
+  v.block_rows = v.block_cols = m.fp8_block;
+  return v;
+}
+
+WeightMatrix Fp8SliceRows(const WeightMatrix& m, int64_t row_begin, int64_t count) {
+  const kernels::Fp8BlocksView v = kernels::SliceFp8BlocksRows(Fp8View(m), row_begin, count);
+  WeightMatrix s = m;
+  s.rows = count;
+  s.data = v.data;
+  if (m.scale_f32 != nullptr) {
+    s.scale_f32 = static_cast<const float*>(v.scales);
+  } else {
+    s.scale = static_cast<const uint8_t*>(v.scales);
+  }
+  return s;
+}
 
 absl::StatusOr<std::unique_ptr<Weights41>> BindWeights41(const Config& cfg, const Checkpoint& ckpt) {
   auto w = std::make_unique<Weights41>();

@@ -3,9 +3,9 @@
 // MXFP4 routed experts, FP8 Engram tables with per-32 E8M0 scales. Vision tensors (`vision.*`,
 // `aligner.*`, `image_*`) are ignored with one log line.
 //
-// FP8 32x32-block matrices are dequantised once at load into FP32 (exact: e4m3 x 2^k), because
-// the kernels' FP8 path only knows 128x128 blocks; MXFP4 experts and BF16 matrices are used in
-// place from the mapping. Every matrix is [out, in] (rows = outputs).
+// Every matrix is used in place from the mapping: FP8 in its BxB tiles (kernels::LinearFp8Blocks,
+// bitwise the product with the dequantised matrix), MXFP4 experts, BF16. Every matrix is
+// [out, in] (rows = outputs).
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V41_WEIGHTS_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V41_WEIGHTS_H_
 
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/linear_fp8_blocks.h"
 #include "model/checkpoint.h"
 #include "model/deepseek_v41_config.h"
 #include "model/deepseek_v4_numerics.h"
@@ -22,7 +23,19 @@
 namespace deepinfer::model::dsv41 {
 
 using dsv4::HcWeights;
-using dsv4::WeightMatrix;
+
+// dsv4's in-place weight view plus V4.1's FP8 tiles. fp8_block > 0: e4m3 bytes [rows, cols] in
+// `data` with one scale per fp8_block x fp8_block tile (`scale` E8M0 or `scale_f32`, scale_cols
+// per tile row); `format` is then kFp8Block but the 128-tile dsv4 helpers (Linear, At) must not
+// be used on it: V4.1's Lin and Fp8View below are.
+struct WeightMatrix : dsv4::WeightMatrix {
+  int64_t fp8_block = 0;
+};
+
+// The kernels' view of an FP8 WeightMatrix (fp8_block > 0).
+kernels::Fp8BlocksView Fp8View(const WeightMatrix& m);
+// Rows [row_begin, row_begin + count) of an FP8 WeightMatrix; row_begin a multiple of fp8_block.
+WeightMatrix Fp8SliceRows(const WeightMatrix& m, int64_t row_begin, int64_t count);
 
 struct AttentionWeights41 {
   std::vector<float> sink;     // [H] F32
@@ -91,7 +104,7 @@ struct Weights41 {
   bool has_dspark = false;
   DsparkWeights dspark;
   int64_t num_parameters = 0, weight_bytes = 0, active_bytes_per_token = 0;
-  std::vector<std::unique_ptr<float[]>> owned;  // dequantised FP8 matrices
+  std::vector<std::unique_ptr<float[]>> owned;  // copies of misaligned tensors
 };
 
 // Binds every tensor of `cfg` in `ckpt`. Errors: NotFound (missing tensor), InvalidArgument
