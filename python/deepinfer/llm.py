@@ -105,6 +105,11 @@ class LLM:
     def model_type(self):
         return self._llm.model_type
 
+    @property
+    def has_chat_template(self):
+        """True for DeepSeek models (chat() and protocol_encoder() available)."""
+        return self._llm.has_chat_template
+
     def get_default_sampling_params(self):
         """SamplingParams with the model's generation_config.json values set."""
         d = self._llm.generation_defaults
