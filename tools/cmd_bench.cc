@@ -1,9 +1,12 @@
 // `deepinfer bench`: offline throughput and latency of the engine on one model.
 //
 //   deepinfer bench --model DIR [--prompt-len 128] [--output-len 64] [--batch-sizes 1,8,32]
-//                   [--no-prefix-caching] [--prefix-cache-mode replay|exact] [--snapshot-memory 1G]
-// For each batch size B, submits B requests of random prompt ids at once (greedy, ignore_eos,
-// exactly output-len tokens each) and prints one table row:
+//                   [--temperatures 0,1] [--no-prefix-caching] [--prefix-cache-mode replay|exact]
+//                   [--snapshot-memory 1G]
+// For each batch size B and temperature T, submits B requests of random prompt ids at once
+// (temperature T with top-p 1 and top-k off — T = 0 is greedy —, seeded, ignore_eos, exactly
+// output-len tokens each) and prints one table row, plus the sampled-to-greedy TPOT ratio (the
+// cost of sampling, which greedy-only benchmarks never show):
 //   prompt tok/s  = B * prompt-len / (time until the last request's first token)
 //   output tok/s  = B * output-len / (time until the last request finished)
 //   TTFT          = mean time from submission to a request's first token
@@ -15,7 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "engine/engine.h"
@@ -41,6 +47,8 @@ int RunBench(int argc, char** argv) {
   flags.AddString("prompt-len", "128", "prompt tokens per request");
   flags.AddString("output-len", "64", "generated tokens per request");
   flags.AddString("batch-sizes", "1,8,32", "comma-separated numbers of concurrent requests");
+  flags.AddString("temperatures", "0,1",
+                  "comma-separated sampling temperatures (0 = greedy), top-p 1, top-k off");
   flags.AddString("kv-memory-mb", "1024", "KV cache budget in MiB (blocks + state slots)");
   flags.AddString("max-num-batched-tokens", "2048", "token budget per engine step");
   flags.AddBool("no-async-scheduling", false, "plan the next step only after the current one");
@@ -51,6 +59,17 @@ int RunBench(int argc, char** argv) {
   absl::StatusOr<int64_t> kv_mb = flags.GetInt("kv-memory-mb");
   absl::StatusOr<int64_t> budget = flags.GetInt("max-num-batched-tokens");
   absl::StatusOr<std::vector<int32_t>> batches = flags.GetIntList("batch-sizes");
+  std::vector<float> temperatures;
+  for (absl::string_view t : absl::StrSplit(flags.GetString("temperatures"), ',')) {
+    float value = 0.0f;
+    if (!absl::SimpleAtof(absl::StripAsciiWhitespace(t), &value) || !(value >= 0.0f) ||
+        value > 100.0f) {
+      std::fprintf(stderr, "deepinfer bench: --temperatures: '%s' is not a temperature in [0, 100]\n",
+                   std::string(t).c_str());
+      return 2;
+    }
+    temperatures.push_back(value);
+  }
   for (const absl::Status& s : {prompt_len.status(), output_len.status(), kv_mb.status(),
                                 budget.status(), batches.status()}) {
     if (!s.ok()) {
@@ -104,32 +123,43 @@ int RunBench(int argc, char** argv) {
               flags.GetString("model").c_str(), info.architecture.c_str(),
               static_cast<long long>(*prompt_len), static_cast<long long>(*output_len),
               config.async_scheduling ? "async" : "sync");
-  std::printf("| batch | prompt tok/s | output tok/s | TTFT ms | TPOT ms | wall s |\n");
-  std::printf("|------:|-------------:|-------------:|--------:|--------:|-------:|\n");
+  std::printf("| batch | temp | prompt tok/s | output tok/s | TTFT ms | TPOT ms | wall s |\n");
+  std::printf("|------:|-----:|-------------:|-------------:|--------:|--------:|-------:|\n");
   for (int b : *batches) {
     const auto prompts = make_prompts(b);
-    const int64_t start = MonotonicNanos();
-    absl::StatusOr<std::vector<engine::GenerateOutput>> out = (*llm)->Generate(prompts, params);
-    const int64_t end = MonotonicNanos();
-    if (!out.ok()) return BenchFail(out.status());
-    double ttft_sum = 0, tpot_sum = 0;
-    int64_t last_first = start;
-    int tpot_n = 0;
-    for (const auto& o : *out) {
-      const auto& s = o.samples[0];
-      ttft_sum += (s.first_token_ns - o.arrival_ns) * 1e-6;
-      last_first = std::max(last_first, s.first_token_ns);
-      if (s.token_ids.size() > 1) {
-        tpot_sum += (s.finish_ns - s.first_token_ns) * 1e-6 / (s.token_ids.size() - 1);
-        ++tpot_n;
+    double greedy_tpot = 0.0;
+    for (float temperature : temperatures) {
+      params.temperature = temperature;
+      params.seed = 1;
+      const int64_t start = MonotonicNanos();
+      absl::StatusOr<std::vector<engine::GenerateOutput>> out = (*llm)->Generate(prompts, params);
+      const int64_t end = MonotonicNanos();
+      if (!out.ok()) return BenchFail(out.status());
+      double ttft_sum = 0, tpot_sum = 0;
+      int64_t last_first = start;
+      int tpot_n = 0;
+      for (const auto& o : *out) {
+        const auto& s = o.samples[0];
+        ttft_sum += (s.first_token_ns - o.arrival_ns) * 1e-6;
+        last_first = std::max(last_first, s.first_token_ns);
+        if (s.token_ids.size() > 1) {
+          tpot_sum += (s.finish_ns - s.first_token_ns) * 1e-6 / (s.token_ids.size() - 1);
+          ++tpot_n;
+        }
       }
+      const double prefill_s = (last_first - start) * 1e-9;
+      const double wall_s = (end - start) * 1e-9;
+      const double tpot = tpot_n > 0 ? tpot_sum / tpot_n : 0.0;
+      if (temperature == 0.0f) greedy_tpot = tpot;
+      std::printf("| %5d | %4.2g | %12.1f | %12.1f | %7.2f | %7.2f | %6.2f |", b, temperature,
+                  b * *prompt_len / std::max(prefill_s, 1e-9), b * *output_len / wall_s,
+                  ttft_sum / b, tpot, wall_s);
+      if (temperature != 0.0f && greedy_tpot > 0.0) {
+        std::printf(" TPOT %.2fx greedy", tpot / greedy_tpot);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
     }
-    const double prefill_s = (last_first - start) * 1e-9;
-    const double wall_s = (end - start) * 1e-9;
-    std::printf("| %5d | %12.1f | %12.1f | %7.2f | %7.2f | %6.2f |\n", b,
-                b * *prompt_len / std::max(prefill_s, 1e-9), b * *output_len / wall_s, ttft_sum / b,
-                tpot_n > 0 ? tpot_sum / tpot_n : 0.0, wall_s);
-    std::fflush(stdout);
   }
   return 0;
 }
