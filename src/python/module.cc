@@ -102,10 +102,10 @@ py::dict RequestDict(const RequestState& r, const OfflineBatch& batch, bool want
       o["logprobs"] = py::none();
       o["cumulative_logprob"] = py::none();
     }
-    o["finish_reason"] = c.finish_reason.empty() ? py::object(py::none())
-                                                  : py::object(py::str(c.finish_reason));
-    o["stop_reason"] = c.stop_reason.empty() ? py::object(py::none())
-                                              : py::object(py::str(c.stop_reason));
+    o["finish_reason"] =
+        c.finish_reason.empty() ? py::object(py::none()) : py::object(py::str(c.finish_reason));
+    o["stop_reason"] =
+        c.stop_reason.empty() ? py::object(py::none()) : py::object(py::str(c.stop_reason));
     o["reasoning_content"] = py::bytes(c.reasoning).attr("decode")("utf-8", "replace");
     py::list calls;
     for (const protocol::ParsedToolCall& t : c.tool_calls) {
@@ -208,8 +208,8 @@ protocol::ParserStart ParseStart(const std::string& s) {
   if (s == "answer") return protocol::ParserStart::kAnswer;
   if (s == "tool_calls") return protocol::ParserStart::kToolCalls;
   if (s == "tool_arguments") return protocol::ParserStart::kToolArguments;
-  throw py::value_error("start must be 'reasoning', 'answer', 'tool_calls' or 'tool_arguments', got '" +
-                        s + "'");
+  throw py::value_error(
+      "start must be 'reasoning', 'answer', 'tool_calls' or 'tool_arguments', got '" + s + "'");
 }
 
 // Owns the encoder (and through it the tokenizer) a parser reads.
@@ -258,10 +258,12 @@ PYBIND11_MODULE(_deepinfer, m) {
       .def_readwrite("so_flexible_whitespace", &SamplingSpec::so_flexible_whitespace);
 
   py::class_<ResolvedParams>(m, "ResolvedParams")
-      .def_property_readonly("temperature", [](const ResolvedParams& p) { return p.engine.temperature; })
+      .def_property_readonly("temperature",
+                             [](const ResolvedParams& p) { return p.engine.temperature; })
       .def_property_readonly("top_p", [](const ResolvedParams& p) { return p.engine.top_p; })
       .def_property_readonly("top_k", [](const ResolvedParams& p) { return p.engine.top_k; })
-      .def_property_readonly("max_tokens", [](const ResolvedParams& p) { return p.engine.max_tokens; })
+      .def_property_readonly("max_tokens",
+                             [](const ResolvedParams& p) { return p.engine.max_tokens; })
       .def_property_readonly("seed", [](const ResolvedParams& p) { return p.engine.seed; });
 
   py::class_<GenerationDefaults>(m, "GenerationDefaults")
@@ -273,9 +275,12 @@ PYBIND11_MODULE(_deepinfer, m) {
       .def_readonly("max_tokens", &GenerationDefaults::max_tokens);
 
   // Validates and resolves a spec (ValueError naming the argument).
-  m.def("resolve_sampling", [](const SamplingSpec& spec, const GenerationDefaults* defaults) {
-    return Unwrap(ResolveSamplingSpec(spec, defaults ? *defaults : GenerationDefaults{}));
-  }, py::arg("spec"), py::arg("defaults") = nullptr);
+  m.def(
+      "resolve_sampling",
+      [](const SamplingSpec& spec, const GenerationDefaults* defaults) {
+        return Unwrap(ResolveSamplingSpec(spec, defaults ? *defaults : GenerationDefaults{}));
+      },
+      py::arg("spec"), py::arg("defaults") = nullptr);
 
   py::class_<OfflineLLMOptions>(m, "LLMOptions")
       .def(py::init<>())
@@ -289,16 +294,18 @@ PYBIND11_MODULE(_deepinfer, m) {
       .def_readwrite("fp32_activations", &OfflineLLMOptions::fp32_activations);
 
   py::class_<PyBatch>(m, "Batch")
-      .def("poll",
-           [](PyBatch& b, double timeout_s) {
-             absl::StatusOr<std::vector<int>> r;
-             {
-               py::gil_scoped_release release;
-               r = b.batch->Poll(std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9)));
-             }
-             return Unwrap(std::move(r));
-           },
-           py::arg("timeout_s"), "Waits up to timeout_s for outputs; returns changed request indices.")
+      .def(
+          "poll",
+          [](PyBatch& b, double timeout_s) {
+            absl::StatusOr<std::vector<int>> r;
+            {
+              py::gil_scoped_release release;
+              r = b.batch->Poll(std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9)));
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("timeout_s"),
+          "Waits up to timeout_s for outputs; returns changed request indices.")
       .def("abort",
            [](PyBatch& b) {
              py::gil_scoped_release release;
@@ -321,37 +328,48 @@ PYBIND11_MODULE(_deepinfer, m) {
         return Unwrap(std::move(llm));
       }))
       .def_property_readonly("generation_defaults", &OfflineLLM::generation_defaults)
-      .def_property_readonly("model_type", [](const OfflineLLM& l) { return l.model_info().model_type; })
-      .def_property_readonly("vocab_size", [](const OfflineLLM& l) { return l.model_info().vocab_size; })
-      .def_property_readonly("max_model_len", [](const OfflineLLM& l) { return l.model_info().max_context; })
-      .def_property_readonly("has_chat_template", [](const OfflineLLM& l) { return l.chat_encoder() != nullptr; })
-      .def("encode", [](const OfflineLLM& l, const std::string& text) {
-        return Unwrap(l.PromptIds(PromptInput{text, {}}));
-      })
-      .def("decode", [](const OfflineLLM& l, const std::vector<int32_t>& ids, bool skip_special) {
-        for (int32_t id : ids) {
-          if (id < 0 || id >= l.tokenizer().vocab_size()) {
-            throw py::value_error("token_ids: id " + std::to_string(id) + " is outside the vocabulary");
-          }
-        }
-        return py::bytes(l.tokenizer().Decode(ids, skip_special)).attr("decode")("utf-8", "replace");
-      }, py::arg("token_ids"), py::arg("skip_special_tokens") = true)
-      .def("stats", [](const OfflineLLM& l) {
-        const engine::EngineStats s = l.Stats();
-        py::dict d;
-        d["num_running"] = s.num_running;
-        d["num_waiting"] = s.num_waiting;
-        d["kv_blocks_used"] = s.kv_blocks_used;
-        d["kv_blocks_total"] = s.kv_blocks_total;
-        d["state_slots_used"] = s.state_slots_used;
-        d["state_slots_total"] = s.state_slots_total;
-        d["prefix_cache_blocks"] = s.prefix_cache_blocks;
-        d["num_finished_requests"] = s.num_finished_requests;
-        d["num_preemptions"] = s.num_preemptions;
-        d["total_prompt_tokens"] = s.total_prompt_tokens;
-        d["total_output_tokens"] = s.total_output_tokens;
-        return d;
-      })
+      .def_property_readonly("model_type",
+                             [](const OfflineLLM& l) { return l.model_info().model_type; })
+      .def_property_readonly("vocab_size",
+                             [](const OfflineLLM& l) { return l.model_info().vocab_size; })
+      .def_property_readonly("max_model_len",
+                             [](const OfflineLLM& l) { return l.model_info().max_context; })
+      .def_property_readonly("has_chat_template",
+                             [](const OfflineLLM& l) { return l.chat_encoder() != nullptr; })
+      .def("encode",
+           [](const OfflineLLM& l, const std::string& text) {
+             return Unwrap(l.PromptIds(PromptInput{text, {}}));
+           })
+      .def(
+          "decode",
+          [](const OfflineLLM& l, const std::vector<int32_t>& ids, bool skip_special) {
+            for (int32_t id : ids) {
+              if (id < 0 || id >= l.tokenizer().vocab_size()) {
+                throw py::value_error("token_ids: id " + std::to_string(id) +
+                                      " is outside the vocabulary");
+              }
+            }
+            return py::bytes(l.tokenizer().Decode(ids, skip_special))
+                .attr("decode")("utf-8", "replace");
+          },
+          py::arg("token_ids"), py::arg("skip_special_tokens") = true)
+      .def("stats",
+           [](const OfflineLLM& l) {
+             const engine::EngineStats s = l.Stats();
+             py::dict d;
+             d["num_running"] = s.num_running;
+             d["num_waiting"] = s.num_waiting;
+             d["kv_blocks_used"] = s.kv_blocks_used;
+             d["kv_blocks_total"] = s.kv_blocks_total;
+             d["state_slots_used"] = s.state_slots_used;
+             d["state_slots_total"] = s.state_slots_total;
+             d["prefix_cache_blocks"] = s.prefix_cache_blocks;
+             d["num_finished_requests"] = s.num_finished_requests;
+             d["num_preemptions"] = s.num_preemptions;
+             d["total_prompt_tokens"] = s.total_prompt_tokens;
+             d["total_output_tokens"] = s.total_output_tokens;
+             return d;
+           })
       .def("start",
            [](OfflineLLM& l, const std::vector<py::object>& prompts,
               const std::vector<ResolvedParams>& params) {
@@ -372,130 +390,150 @@ PYBIND11_MODULE(_deepinfer, m) {
              }
              return MakeBatch(std::move(b), params, in.size());
            })
-      .def("start_chat", [](OfflineLLM& l, const std::vector<std::string>& bodies,
-                            const std::vector<ResolvedParams>& params) {
-        absl::StatusOr<std::unique_ptr<OfflineBatch>> b;
-        {
-          py::gil_scoped_release release;
-          b = l.StartChat(bodies, params);
-        }
-        return MakeBatch(std::move(b), params, bodies.size());
-      })
+      .def("start_chat",
+           [](OfflineLLM& l, const std::vector<std::string>& bodies,
+              const std::vector<ResolvedParams>& params) {
+             absl::StatusOr<std::unique_ptr<OfflineBatch>> b;
+             {
+               py::gil_scoped_release release;
+               b = l.StartChat(bodies, params);
+             }
+             return MakeBatch(std::move(b), params, bodies.size());
+           })
       .def("protocol_encoder", [](std::shared_ptr<OfflineLLM> l) {
         if (l->chat_encoder() == nullptr) {
           throw std::runtime_error("this model has no DeepSeek chat template");
         }
         // Aliasing shared_ptr: the encoder lives as long as the LLM that owns it.
-        return PyEncoder{std::shared_ptr<RequestEncoder>(
-            l, const_cast<RequestEncoder*>(l->chat_encoder()))};
+        return PyEncoder{
+            std::shared_ptr<RequestEncoder>(l, const_cast<RequestEncoder*>(l->chat_encoder()))};
       });
 
   py::class_<PyEncoder>(m, "RequestEncoder")
       .def(py::init([](const std::string& dir) {
-        absl::StatusOr<std::unique_ptr<RequestEncoder>> e;
-        {
-          py::gil_scoped_release release;
-          e = RequestEncoder::FromDirectory(dir);
-        }
-        return PyEncoder{std::shared_ptr<RequestEncoder>(Unwrap(std::move(e)))};
-      }), py::arg("model_dir"))
-      .def("encode", [](const PyEncoder& e, const std::string& api, const std::string& body) {
-        const RequestApi a = Unwrap(ParseRequestApi(api));
-        absl::StatusOr<EncodedRequest> r;
-        {
-          py::gil_scoped_release release;
-          r = e.encoder->Encode(a, body);
-        }
-        EncodedRequest enc = Unwrap(std::move(r));
-        py::dict d;
-        d["prompt_token_ids"] = enc.prompt_token_ids;
-        d["prompt_text"] = enc.prompt.Text();
-        d["thinking"] = enc.thinking;
-        d["start"] = StartName(enc.prompt.start);
-        d["forced_tool_name"] = enc.prompt.forced_tool_name;
-        d["stop"] = enc.parser_options.stop;
-        d["declared_tools"] = enc.parser_options.declared_tools.value_or(std::vector<std::string>{});
-        d["constraint"] = enc.constraint.has_value()
-                              ? py::object(py::str(enc.constraint->kind ==
-                                                           structured::ConstraintSpec::Kind::kToolCalls
-                                                       ? "tool_calls"
-                                                       : "response_format"))
-                              : py::object(py::none());
-        return d;
-      }, py::arg("api"), py::arg("body"))
-      .def("encode_text", [](const PyEncoder& e, const std::string& text) {
-        return e.encoder->tokenizer().EncodeText(text);
-      })
-      .def("token_id", [](const PyEncoder& e, const std::string& token) -> py::object {
-        std::optional<int32_t> id = e.encoder->tokenizer().TokenId(token);
-        if (!id.has_value()) return py::none();
-        return py::int_(*id);
-      })
-      .def_property_readonly("markers", [](const PyEncoder& e) {
-        py::dict d;
-        d["think_begin"] = e.encoder->markers().think_begin;
-        d["think_end"] = e.encoder->markers().think_end;
-        d["dsml"] = e.encoder->markers().dsml;
-        d["eos"] = e.encoder->markers().eos;
-        return d;
-      })
-      .def_property_readonly("family", [](const PyEncoder& e) {
-        return e.encoder->family() == protocol::ModelFamily::kDeepSeekV41 ? "deepseek_v41"
-                                                                           : "deepseek_v4";
-      })
-      .def_property_readonly("vocab_size", [](const PyEncoder& e) {
-        return e.encoder->tokenizer().vocab_size();
-      });
+             absl::StatusOr<std::unique_ptr<RequestEncoder>> e;
+             {
+               py::gil_scoped_release release;
+               e = RequestEncoder::FromDirectory(dir);
+             }
+             return PyEncoder{std::shared_ptr<RequestEncoder>(Unwrap(std::move(e)))};
+           }),
+           py::arg("model_dir"))
+      .def(
+          "encode",
+          [](const PyEncoder& e, const std::string& api, const std::string& body) {
+            const RequestApi a = Unwrap(ParseRequestApi(api));
+            absl::StatusOr<EncodedRequest> r;
+            {
+              py::gil_scoped_release release;
+              r = e.encoder->Encode(a, body);
+            }
+            EncodedRequest enc = Unwrap(std::move(r));
+            py::dict d;
+            d["prompt_token_ids"] = enc.prompt_token_ids;
+            d["prompt_text"] = enc.prompt.Text();
+            d["thinking"] = enc.thinking;
+            d["start"] = StartName(enc.prompt.start);
+            d["forced_tool_name"] = enc.prompt.forced_tool_name;
+            d["stop"] = enc.parser_options.stop;
+            d["declared_tools"] =
+                enc.parser_options.declared_tools.value_or(std::vector<std::string>{});
+            d["constraint"] =
+                enc.constraint.has_value()
+                    ? py::object(py::str(enc.constraint->kind ==
+                                                 structured::ConstraintSpec::Kind::kToolCalls
+                                             ? "tool_calls"
+                                             : "response_format"))
+                    : py::object(py::none());
+            return d;
+          },
+          py::arg("api"), py::arg("body"))
+      .def("encode_text",
+           [](const PyEncoder& e, const std::string& text) {
+             return e.encoder->tokenizer().EncodeText(text);
+           })
+      .def("token_id",
+           [](const PyEncoder& e, const std::string& token) -> py::object {
+             std::optional<int32_t> id = e.encoder->tokenizer().TokenId(token);
+             if (!id.has_value()) return py::none();
+             return py::int_(*id);
+           })
+      .def_property_readonly("markers",
+                             [](const PyEncoder& e) {
+                               py::dict d;
+                               d["think_begin"] = e.encoder->markers().think_begin;
+                               d["think_end"] = e.encoder->markers().think_end;
+                               d["dsml"] = e.encoder->markers().dsml;
+                               d["eos"] = e.encoder->markers().eos;
+                               return d;
+                             })
+      .def_property_readonly("family",
+                             [](const PyEncoder& e) {
+                               return e.encoder->family() == protocol::ModelFamily::kDeepSeekV41
+                                          ? "deepseek_v41"
+                                          : "deepseek_v4";
+                             })
+      .def_property_readonly(
+          "vocab_size", [](const PyEncoder& e) { return e.encoder->tokenizer().vocab_size(); });
 
   py::class_<PyParser>(m, "OutputParser")
       .def(py::init([](const PyEncoder& e, const std::string& start,
                        const std::string& forced_tool_name, const std::vector<std::string>& stop,
                        std::optional<std::vector<std::string>> declared_tools,
                        py::object make_tool_call_id) {
-        protocol::OutputParserOptions o;
-        o.start = ParseStart(start);
-        if (o.start == protocol::ParserStart::kToolArguments && forced_tool_name.empty()) {
-          throw py::value_error("forced_tool_name: required with start='tool_arguments'");
-        }
-        o.forced_tool_name = forced_tool_name;
-        o.stop = stop;
-        o.declared_tools = std::move(declared_tools);
-        if (!make_tool_call_id.is_none()) {
-          // Called from feed()/finish(), which hold the GIL.
-          o.make_tool_call_id = [f = make_tool_call_id](int index) {
-            return f(index).cast<std::string>();
-          };
-        }
-        PyParser p;
-        p.encoder = e.encoder;
-        p.parser = std::make_unique<protocol::OutputParser>(&e.encoder->tokenizer(),
-                                                            e.encoder->markers(), o);
-        return p;
-      }), py::arg("encoder"), py::arg("start") = "answer", py::arg("forced_tool_name") = "",
-          py::arg("stop") = std::vector<std::string>{}, py::arg("declared_tools") = py::none(),
-          py::arg("make_tool_call_id") = py::none())
-      .def("feed", [](PyParser& p, const std::vector<int32_t>& ids) {
-        const int32_t vocab = p.encoder->tokenizer().vocab_size();
-        for (int32_t id : ids) {
-          if (id < 0 || id >= vocab) {
-            throw py::value_error("token_ids: id " + std::to_string(id) +
-                                  " is outside the vocabulary (size " + std::to_string(vocab) + ")");
-          }
-        }
-        return EventList(p.parser->Feed(ids));
-      }, py::arg("token_ids"))
-      .def("finish", [](PyParser& p, const std::string& end) {
-        protocol::StreamEnd e;
-        if (end == "eos" || end == "stop") {
-          e = protocol::StreamEnd::kEndOfSequence;
-        } else if (end == "length") {
-          e = protocol::StreamEnd::kLength;
-        } else if (end == "cancelled" || end == "abort") {
-          e = protocol::StreamEnd::kCancelled;
-        } else {
-          throw py::value_error("end must be 'eos', 'length' or 'cancelled', got '" + end + "'");
-        }
-        return EventList(p.parser->Finish(e));
-      }, py::arg("end") = "eos")
+             protocol::OutputParserOptions o;
+             o.start = ParseStart(start);
+             if (o.start == protocol::ParserStart::kToolArguments && forced_tool_name.empty()) {
+               throw py::value_error("forced_tool_name: required with start='tool_arguments'");
+             }
+             o.forced_tool_name = forced_tool_name;
+             o.stop = stop;
+             o.declared_tools = std::move(declared_tools);
+             if (!make_tool_call_id.is_none()) {
+               // Called from feed()/finish(), which hold the GIL.
+               o.make_tool_call_id = [f = make_tool_call_id](int index) {
+                 return f(index).cast<std::string>();
+               };
+             }
+             PyParser p;
+             p.encoder = e.encoder;
+             p.parser = std::make_unique<protocol::OutputParser>(&e.encoder->tokenizer(),
+                                                                 e.encoder->markers(), o);
+             return p;
+           }),
+           py::arg("encoder"), py::arg("start") = "answer", py::arg("forced_tool_name") = "",
+           py::arg("stop") = std::vector<std::string>{}, py::arg("declared_tools") = py::none(),
+           py::arg("make_tool_call_id") = py::none())
+      .def(
+          "feed",
+          [](PyParser& p, const std::vector<int32_t>& ids) {
+            const int32_t vocab = p.encoder->tokenizer().vocab_size();
+            for (int32_t id : ids) {
+              if (id < 0 || id >= vocab) {
+                throw py::value_error("token_ids: id " + std::to_string(id) +
+                                      " is outside the vocabulary (size " + std::to_string(vocab) +
+                                      ")");
+              }
+            }
+            return EventList(p.parser->Feed(ids));
+          },
+          py::arg("token_ids"))
+      .def(
+          "finish",
+          [](PyParser& p, const std::string& end) {
+            protocol::StreamEnd e;
+            if (end == "eos" || end == "stop") {
+              e = protocol::StreamEnd::kEndOfSequence;
+            } else if (end == "length") {
+              e = protocol::StreamEnd::kLength;
+            } else if (end == "cancelled" || end == "abort") {
+              e = protocol::StreamEnd::kCancelled;
+            } else {
+              throw py::value_error("end must be 'eos', 'length' or 'cancelled', got '" + end +
+                                    "'");
+            }
+            return EventList(p.parser->Finish(e));
+          },
+          py::arg("end") = "eos")
       .def_property_readonly("finished", [](const PyParser& p) { return p.parser->finished(); });
 }

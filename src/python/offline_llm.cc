@@ -48,8 +48,7 @@ absl::StatusOr<std::shared_ptr<OfflineLLM>> OfflineLLM::Create(const OfflineLLMO
         "model: no model directory given (pass model=DIR or set DEEPINFER_HF_MODEL_DIR)");
   }
   if (!std::filesystem::is_directory(options.model)) {
-    return absl::NotFoundError(
-        absl::StrCat("model: ", options.model, " is not a directory"));
+    return absl::NotFoundError(absl::StrCat("model: ", options.model, " is not a directory"));
   }
   struct Positive {
     const char* name;
@@ -78,8 +77,8 @@ absl::StatusOr<std::shared_ptr<OfflineLLM>> OfflineLLM::Create(const OfflineLLMO
   config.async_scheduling = options.async_scheduling;
   engine::LLMOptions llm_options;
   llm_options.compiler.num_threads = options.compile_threads;
-  ASSIGN_OR_RETURN(llm->llm_, engine::LLM::Create(std::move(model), config, *llm->tokenizer_,
-                                                  llm_options));
+  ASSIGN_OR_RETURN(llm->llm_,
+                   engine::LLM::Create(std::move(model), config, *llm->tokenizer_, llm_options));
   // Models without the DeepSeek template (stories260K) still generate; chat() says why not.
   absl::StatusOr<std::unique_ptr<RequestEncoder>> enc =
       RequestEncoder::Create(llm->tokenizer_.get(), model_type);
@@ -134,14 +133,13 @@ absl::StatusOr<std::unique_ptr<OfflineBatch>> OfflineLLM::Start(
 absl::StatusOr<std::unique_ptr<OfflineBatch>> OfflineLLM::StartChat(
     const std::vector<std::string>& bodies, const std::vector<ResolvedParams>& params) {
   if (encoder_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "chat: this model (model_type '", model_info().model_type,
-        "') has no DeepSeek chat template; use generate() with a text prompt"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("chat: this model (model_type '", model_info().model_type,
+                     "') has no DeepSeek chat template; use generate() with a text prompt"));
   }
   if (params.size() != 1 && params.size() != bodies.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("sampling_params: ", params.size(),
-                                                   " entries for ", bodies.size(),
-                                                   " conversations"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampling_params: ", params.size(), " entries for ", bodies.size(), " conversations"));
   }
   std::vector<ResolvedParams> per(bodies.size(), params.empty() ? ResolvedParams{} : params[0]);
   if (params.size() == bodies.size()) per = params;
@@ -192,8 +190,8 @@ absl::StatusOr<std::unique_ptr<OfflineBatch>> OfflineLLM::Submit(
       r.outputs[s].index = s;
       OfflineBatch::Sample& smp = live.samples[s];
       if (!chat.empty()) {
-        smp.parser = std::make_unique<protocol::OutputParser>(
-            tokenizer_.get(), encoder_->markers(), chat[i].parser_options);
+        smp.parser = std::make_unique<protocol::OutputParser>(tokenizer_.get(), encoder_->markers(),
+                                                              chat[i].parser_options);
         continue;
       }
       smp.detok = std::make_unique<StreamingDetokenizer>(tokenizer_.get(), p.skip_special_tokens);
@@ -318,8 +316,7 @@ absl::StatusOr<std::vector<int>> OfflineBatch::Poll(std::chrono::nanoseconds tim
         if (!st.ok() && error.ok()) error = st;
       }
       if (fin) l.closed = true;
-      if ((!outs.empty() || fin) &&
-          (changed.empty() || changed.back() != static_cast<int>(i))) {
+      if ((!outs.empty() || fin) && (changed.empty() || changed.back() != static_cast<int>(i))) {
         changed.push_back(static_cast<int>(i));
       }
     }

@@ -144,16 +144,15 @@ class OfflineLLM : public std::enable_shared_from_this<OfflineLLM> {
   // thinking, response_format ...), encoded as the server does; outputs are parsed into content,
   // reasoning and tool calls. Errors: FailedPrecondition without a chat template; the codec's
   // and encoder's InvalidArgument ("conversation i: ..."); Start's.
-  absl::StatusOr<std::unique_ptr<OfflineBatch>> StartChat(const std::vector<std::string>& bodies,
-                                                          const std::vector<ResolvedParams>& params);
+  absl::StatusOr<std::unique_ptr<OfflineBatch>> StartChat(
+      const std::vector<std::string>& bodies, const std::vector<ResolvedParams>& params);
 
  private:
   friend class OfflineBatch;
   OfflineLLM() = default;
-  absl::StatusOr<std::unique_ptr<OfflineBatch>> Submit(std::vector<std::vector<int32_t>> ids,
-                                                       std::vector<ResolvedParams> params,
-                                                       std::vector<std::optional<std::string>> texts,
-                                                       std::vector<EncodedRequest> chat);
+  absl::StatusOr<std::unique_ptr<OfflineBatch>> Submit(
+      std::vector<std::vector<int32_t>> ids, std::vector<ResolvedParams> params,
+      std::vector<std::optional<std::string>> texts, std::vector<EncodedRequest> chat);
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<engine::LLM> llm_;

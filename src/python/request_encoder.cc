@@ -62,8 +62,9 @@ absl::StatusOr<RequestApi> ParseRequestApi(std::string_view name) {
   if (name == "chat.completions" || name == "chat") return RequestApi::kChatCompletions;
   if (name == "responses") return RequestApi::kResponses;
   if (name == "messages") return RequestApi::kMessages;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "api: unknown API \"", AbslView(name), "\" (expected \"chat.completions\", \"responses\" or \"messages\")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("api: unknown API \"", AbslView(name),
+                   "\" (expected \"chat.completions\", \"responses\" or \"messages\")"));
 }
 
 absl::StatusOr<std::unique_ptr<RequestEncoder>> RequestEncoder::FromDirectory(
@@ -86,15 +87,14 @@ absl::StatusOr<std::unique_ptr<RequestEncoder>> RequestEncoder::Create(
   }
   absl::StatusOr<protocol::MarkerIds> markers = protocol::MarkerIds::FromTokenizer(*tokenizer);
   if (!markers.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("this model has no usable chat template: its tokenizer lacks a control token (",
-                     markers.status().message(), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this model has no usable chat template: its tokenizer lacks a control token (",
+        markers.status().message(), ")"));
   }
   return std::unique_ptr<RequestEncoder>(new RequestEncoder(tokenizer, nullptr, *family, *markers));
 }
 
-absl::StatusOr<EncodedRequest> RequestEncoder::Encode(RequestApi api,
-                                                      std::string_view body) const {
+absl::StatusOr<EncodedRequest> RequestEncoder::Encode(RequestApi api, std::string_view body) const {
   ASSIGN_OR_RETURN(Parsed req, ParseBody(api, body));
   protocol::EncodeOptions options;
   options.family = family_;
@@ -108,9 +108,8 @@ absl::StatusOr<EncodedRequest> RequestEncoder::Encode(RequestApi api,
   }
   const protocol::Conversation& conv = req.conversation;
   const protocol::ToolChoice::Mode mode = conv.tool_choice.mode;
-  const bool forced_tools =
-      !conv.tools.empty() &&
-      (mode == protocol::ToolChoice::Mode::kRequired || mode == protocol::ToolChoice::Mode::kNamed);
+  const bool forced_tools = !conv.tools.empty() && (mode == protocol::ToolChoice::Mode::kRequired ||
+                                                    mode == protocol::ToolChoice::Mode::kNamed);
   EncodedRequest out;
   std::optional<structured::ConstraintSpec> spec;
   if (conv.response_format) {
@@ -188,9 +187,10 @@ absl::Status RequestEncoder::ApplyConstraint(const EncodedRequest& encoded,
   absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> g =
       compiler.Get(*encoded.constraint);
   if (!g.ok()) {
-    return Annotate(g.status(), encoded.constraint->kind == structured::ConstraintSpec::Kind::kToolCalls
-                                    ? "tools"
-                                    : "response_format");
+    return Annotate(g.status(),
+                    encoded.constraint->kind == structured::ConstraintSpec::Kind::kToolCalls
+                        ? "tools"
+                        : "response_format");
   }
   params->grammar = *g;
   if (encoded.prompt.start == protocol::ParserStart::kReasoning) {

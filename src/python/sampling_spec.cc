@@ -64,8 +64,8 @@ absl::StatusOr<ResolvedParams> ResolveSamplingSpec(const SamplingSpec& spec,
   p.temperature = static_cast<float>(spec.temperature.value_or(defaults.temperature.value_or(1.0)));
   p.top_p = static_cast<float>(spec.top_p.value_or(defaults.top_p.value_or(1.0)));
   p.min_p = static_cast<float>(spec.min_p.value_or(defaults.min_p.value_or(0.0)));
-  p.repetition_penalty =
-      static_cast<float>(spec.repetition_penalty.value_or(defaults.repetition_penalty.value_or(1.0)));
+  p.repetition_penalty = static_cast<float>(
+      spec.repetition_penalty.value_or(defaults.repetition_penalty.value_or(1.0)));
   p.presence_penalty = static_cast<float>(spec.presence_penalty.value_or(0.0));
   p.frequency_penalty = static_cast<float>(spec.frequency_penalty.value_or(0.0));
   ASSIGN_OR_RETURN(p.top_k, ToInt("top_k", spec.top_k.value_or(defaults.top_k.value_or(-1))));
