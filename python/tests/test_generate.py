@@ -160,3 +160,35 @@ def test_n_samples_with_seed(stories_llm):
     again = stories_llm.generate(PROMPTS[2], SamplingParams(temperature=1.0, max_tokens=16, n=3,
                                                             seed=5, ignore_eos=True))
     assert [o.token_ids for o in again[0].outputs] == [o.token_ids for o in outs]
+
+
+def test_generation_config_values_are_defaults(tmp_path, stories_dir):
+    # A model directory whose generation_config.json sets greedy decoding and 5 new tokens (the
+    # stories260K files linked, not copied).
+    from pathlib import Path
+    for f in Path(stories_dir).iterdir():
+        if f.is_file() and f.name != "generation_config.json":
+            (tmp_path / f.name).symlink_to(f)
+    (tmp_path / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": 1, "eos_token_id": 2, "temperature": 0.0, "max_new_tokens": 5}))
+    llm = LLM(model=str(tmp_path), kv_memory_bytes=8 << 20)
+    d = llm.get_default_sampling_params()
+    assert d.temperature == 0.0 and d.max_tokens == 5
+    g = load_golden("once_upon_a_time")
+    out = llm.generate(g["prompt"], SamplingParams(ignore_eos=True))[0].outputs[0]
+    assert out.token_ids == g["generated_ids"][:5]  # greedy, 5 tokens: the file's values
+    # Explicit arguments win over the file.
+    out = llm.generate(g["prompt"], SamplingParams(max_tokens=7, ignore_eos=True))[0].outputs[0]
+    assert out.token_ids == g["generated_ids"][:7]
+
+
+def test_cached_token_count(stories_dir):
+    llm = LLM(model=stories_dir, kv_memory_bytes=16 << 20)
+    g = load_golden("llama2c_test_all_bos_200")
+    prompt = g["prompt_ids"] + g["generated_ids"]  # 201 tokens: one complete 128-token block
+    p = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    first = llm.generate([prompt], p)[0]
+    second = llm.generate([prompt], p)[0]
+    assert first.num_cached_tokens == 0
+    assert second.num_cached_tokens == 128
+    assert second.outputs[0].token_ids == first.outputs[0].token_ids
