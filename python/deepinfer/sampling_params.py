@@ -41,6 +41,8 @@ SCHEMA_TYPES = ("json_schema", "regex", "ebnf", "json_object")
 def _check_int(name, v):
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError(f"SamplingParams: {name} must be an int, got {type(v).__name__}")
+    if not -(1 << 63) <= v < (1 << 63):  # the C++ side then checks the argument's own range
+        raise ValueError(f"SamplingParams: {name} = {v} is out of range")
     return v
 
 
@@ -91,7 +93,9 @@ class SamplingParams:
             elif kind == "int":
                 self._set[name] = _check_int(name, v)
             else:
-                _check_int(name, v)
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise TypeError(f"SamplingParams: {name} must be an int, got "
+                                    f"{type(v).__name__}")
                 if not -(1 << 63) <= v < _U64:
                     raise ValueError(
                         f"SamplingParams: {name} must be in [-2**63, 2**64), got {v}")

@@ -20,6 +20,7 @@ from deepinfer import LLM, SamplingParams
     ({"top_k": 1.5}, TypeError, "top_k"),
     ({"max_tokens": 0}, ValueError, "max_tokens"),
     ({"max_tokens": 1 << 40}, ValueError, "max_tokens"),
+    ({"top_k": 1 << 70}, ValueError, "top_k"),
     ({"min_tokens": 20, "max_tokens": 10}, ValueError, "min_tokens"),
     ({"n": 0}, ValueError, "n"),
     ({"logprobs": 50}, ValueError, "logprobs"),
