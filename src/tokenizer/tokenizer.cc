@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -677,16 +678,23 @@ void TokenizerImpl::Pretokenize(std::string_view text, bool first_section, Preto
   out->pieces.assign(a.begin(), a.end());
 }
 
-void TokenizerImpl::EncodePieces(const std::string_view* pieces, size_t count,
-                                 std::vector<int32_t>* out) const {
-  for (size_t i = 0; i < count; ++i) model_->Encode(pieces[i], out);
+bool TokenizerImpl::EncodePieces(const std::string_view* pieces, size_t count,
+                                 std::vector<int32_t>* out, size_t max_out) const {
+  for (size_t i = 0; i < count; ++i) {
+    // The ids so far plus at least one per piece left.
+    if (out->size() > max_out || count - i > max_out - std::min(max_out, out->size())) {
+      return false;
+    }
+    model_->Encode(pieces[i], out);
+  }
+  return out->size() <= max_out;
 }
 
-void TokenizerImpl::EncodeSpan(std::string_view text, bool first_section,
-                               std::vector<int32_t>* out) const {
+bool TokenizerImpl::EncodeSpan(std::string_view text, bool first_section,
+                               std::vector<int32_t>* out, size_t max_out) const {
   Pretokenized pre;
   Pretokenize(text, first_section, &pre);
-  EncodePieces(pre.pieces.data(), pre.pieces.size(), out);
+  return EncodePieces(pre.pieces.data(), pre.pieces.size(), out, max_out);
 }
 
 }  // namespace tokenizer_internal
@@ -720,17 +728,30 @@ std::vector<int32_t> Tokenizer::EncodeText(std::string_view text) const {
 
 std::vector<int32_t> Tokenizer::EncodeTemplate(std::span<const TemplatePiece> pieces,
                                                ThreadPool* pool) const {
+  return *EncodeTemplateAtMost(pieces, SIZE_MAX, pool);
+}
+
+std::optional<std::vector<int32_t>> Tokenizer::EncodeTextAtMost(std::string_view text,
+                                                                size_t max_tokens) const {
+  std::vector<int32_t> out;
+  if (!impl_->EncodeSpan(text, /*first_section=*/true, &out, max_tokens)) return std::nullopt;
+  return out;
+}
+
+std::optional<std::vector<int32_t>> Tokenizer::EncodeTemplateAtMost(
+    std::span<const TemplatePiece> pieces, size_t max_tokens, ThreadPool* pool) const {
   constexpr size_t kParallelMinBytes = 64 * 1024;
   size_t total = 0;
   for (const TemplatePiece& p : pieces) total += p.special_id >= 0 ? 0 : p.text.size();
   std::vector<int32_t> out;
   if (pool == nullptr || pool->num_threads() <= 1 || total < kParallelMinBytes) {
-    out.reserve(total / 3 + pieces.size());
+    out.reserve(std::min(max_tokens, total / 3 + pieces.size()));
     for (size_t i = 0; i < pieces.size(); ++i) {
       if (pieces[i].special_id >= 0) {
         out.push_back(pieces[i].special_id);
-      } else {
-        impl_->EncodeSpan(pieces[i].text, /*first_section=*/i == 0, &out);
+        if (out.size() > max_tokens) return std::nullopt;
+      } else if (!impl_->EncodeSpan(pieces[i].text, /*first_section=*/i == 0, &out, max_tokens)) {
+        return std::nullopt;
       }
     }
     return out;
@@ -761,6 +782,12 @@ std::vector<int32_t> Tokenizer::EncodeTemplate(std::span<const TemplatePiece> pi
     std::string_view piece;
   };
   std::vector<Item> items;
+  size_t num_items = 0;  // every item is at least one id
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    num_items += pieces[i].special_id >= 0 ? 1 : pre[i].pieces.size();
+  }
+  if (num_items > max_tokens) return std::nullopt;
+  items.reserve(num_items);
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (pieces[i].special_id >= 0) {
       items.push_back({pieces[i].special_id, {}});
@@ -771,6 +798,10 @@ std::vector<int32_t> Tokenizer::EncodeTemplate(std::span<const TemplatePiece> pi
   const int64_t num_chunks = std::min<int64_t>(static_cast<int64_t>(items.size()),
                                                static_cast<int64_t>(pool->num_threads()) * 8);
   std::vector<std::vector<int32_t>> chunk_out(num_chunks);
+  // Ids beyond one per item, summed over the chunks as they go: past max_tokens - items the
+  // whole encoding is too long, and every chunk stops.
+  std::atomic<size_t> extra{0};
+  const size_t extra_budget = max_tokens - num_items;
   pool->ParallelFor(num_chunks, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
       auto [lo, hi] = ThreadPool::RangeOf(static_cast<int64_t>(items.size()), 1,
@@ -781,11 +812,16 @@ std::vector<int32_t> Tokenizer::EncodeTemplate(std::span<const TemplatePiece> pi
         if (items[k].special_id >= 0) {
           dst.push_back(items[k].special_id);
         } else {
+          const size_t before = dst.size();
           impl_->EncodePieces(&items[k].piece, 1, &dst);
+          const size_t got = dst.size() - before;
+          if (got > 1 && extra.fetch_add(got - 1) + (got - 1) > extra_budget) return;
         }
+        if (extra.load(std::memory_order_relaxed) > extra_budget) return;
       }
     }
   });
+  if (extra.load() > extra_budget) return std::nullopt;
   size_t n = 0;
   for (const auto& v : chunk_out) n += v.size();
   out.reserve(n);

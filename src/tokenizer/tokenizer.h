@@ -96,6 +96,17 @@ class Tokenizer {
   std::vector<int32_t> EncodeTemplate(std::span<const TemplatePiece> pieces,
                                       ThreadPool* pool = nullptr) const;
 
+  // EncodeText() / EncodeTemplate() that give up early: the same ids when there are at most
+  // `max_tokens` of them, nullopt as soon as the count provably exceeds it (more pre-token
+  // pieces than that, each being at least one id, or more ids so far). A prompt far longer than
+  // a context of `max_tokens` then costs ids for about max_tokens tokens, not for the whole
+  // text (the pre-token pieces are views into the text, bounded by its bytes).
+  std::optional<std::vector<int32_t>> EncodeTextAtMost(std::string_view text,
+                                                       size_t max_tokens) const;
+  std::optional<std::vector<int32_t>> EncodeTemplateAtMost(std::span<const TemplatePiece> pieces,
+                                                           size_t max_tokens,
+                                                           ThreadPool* pool = nullptr) const;
+
   // Looks up an added/special token by its exact string (e.g. "<｜User｜>" -> 128803), then the
   // base vocabulary (token strings in the model's symbol alphabet, e.g. "Ġworld"). nullopt if
   // absent.

@@ -66,10 +66,14 @@ class TokenizerImpl {
   void Pretokenize(std::string_view text, bool first_section, Pretokenized* out,
                    ThreadPool* pool = nullptr) const;
   static constexpr size_t kParallelScanBytes = 256 * 1024;
-  // BPE-encodes pre-tokenized pieces, appending ids.
-  void EncodePieces(const std::string_view* pieces, size_t count, std::vector<int32_t>* out) const;
-  // Pretokenize + EncodePieces.
-  void EncodeSpan(std::string_view text, bool first_section, std::vector<int32_t>* out) const;
+  // BPE-encodes pre-tokenized pieces, appending ids. Stops early and returns false once `out`
+  // holds more than `max_out` ids (every piece encodes to at least one id).
+  bool EncodePieces(const std::string_view* pieces, size_t count, std::vector<int32_t>* out,
+                    size_t max_out = SIZE_MAX) const;
+  // Pretokenize + EncodePieces. Returns false as soon as `out` provably ends up with more than
+  // `max_out` ids: more pre-token pieces than that, or more ids so far (then `out` is partial).
+  bool EncodeSpan(std::string_view text, bool first_section, std::vector<int32_t>* out,
+                  size_t max_out = SIZE_MAX) const;
 
   // Decoding: bytes of one token mid-sequence, and the sequence-start rule.
   std::string_view TokenBytes(int32_t id) const {

@@ -416,6 +416,35 @@ TEST(DeepSeekTokenizerTest, ParallelEncodingOfMillionTokenPromptMatchesSequentia
   }
 }
 
+// EncodeTemplateAtMost / EncodeTextAtMost: exactly the unbounded encoding at or under the limit,
+// nullopt over it (sequential and parallel paths), including a prompt several times the limit.
+TEST(DeepSeekTokenizerTest, BoundedEncodingEqualsFullUpToTheLimitAndGivesUpPastIt) {
+  REQUIRE_DEEPSEEK();
+  const std::vector<std::string> docs = tokenizer_testing::GenerateCorpus(200u << 10, /*seed=*/3);
+  std::string text;
+  for (const auto& d : docs) text += d;
+  std::vector<TemplatePiece> pieces = {TemplatePiece::Special(0), TemplatePiece::Special(128803),
+                                       TemplatePiece::Text(text), TemplatePiece::Special(128804)};
+  const std::vector<int32_t> full = ds->EncodeTemplate(pieces);
+  const size_t n = full.size();
+  ASSERT_GT(n, 1000u);
+  ThreadPool pool(3);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    const std::optional<std::vector<int32_t>> exact = ds->EncodeTemplateAtMost(pieces, n, p);
+    ASSERT_TRUE(exact.has_value());
+    EXPECT_TRUE(*exact == full);
+    EXPECT_FALSE(ds->EncodeTemplateAtMost(pieces, n - 1, p).has_value());
+    // A prompt several times the limit (the context) is refused too.
+    EXPECT_FALSE(ds->EncodeTemplateAtMost(pieces, n / 5, p).has_value());
+    EXPECT_FALSE(ds->EncodeTemplateAtMost(pieces, 0, p).has_value());
+  }
+  const std::vector<int32_t> text_ids = ds->EncodeText(docs[0]);
+  ASSERT_FALSE(text_ids.empty());
+  EXPECT_TRUE(ds->EncodeTextAtMost(docs[0], text_ids.size()) == text_ids);
+  EXPECT_FALSE(ds->EncodeTextAtMost(docs[0], text_ids.size() - 1).has_value());
+  EXPECT_TRUE(ds->EncodeTextAtMost("", 0) == std::vector<int32_t>{});
+}
+
 // The parallel regex scan gives exactly the sequential matches, including across chunk cuts
 // inside digit runs (misaligned {1,3} groups), long whitespace runs (lookahead), lookbehind and
 // matches spanning several chunks.
