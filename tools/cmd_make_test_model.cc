@@ -71,7 +71,7 @@ int RunMakeTestModel(int argc, char** argv) {
   FlagSet flags("make-test-model");
   flags.AddString("arch", "deepseek_v4", "architecture (deepseek_v4, deepseek_v41)");
   flags.AddString("preset", "tiny",
-                  "size preset: tiny, tiny128, demo, bench (deepseek_v41: tiny, demo, bench)");
+                  "size preset: tiny, tiny128, demo, bench (deepseek_v41: tiny, alt, demo, bench)");
   flags.AddString("seed", "1", "random seed (weights are a function of seed and tensor name)");
   flags.AddString("out", "", "output directory (created)");
   flags.AddString(

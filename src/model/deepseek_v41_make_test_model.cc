@@ -410,6 +410,40 @@ absl::StatusOr<std::string> TestModelConfigJson41(const std::string& preset) {
   s.yarn_original = 64;
   s.max_pos = 4096;
   if (preset == "tiny") return ConfigJson(s);
+  if (preset == "alt") {
+    // A second small configuration for the generality checks (deepseek_v41_test DsV41Alt*):
+    // other widths, head count and head_dim, 10 layers with three ratio-2 and five ratio-1
+    // layers, KV sources 2 and 5 (decoder 6-9: four replay layers), window 12, 6 experts top-3,
+    // two Engram layers with 4-grams, DSpark over layers 6, 8 and 9.
+    s.hidden = 320;
+    s.heads = 2;
+    s.head_dim = 192;
+    s.q_lora = 96;
+    s.o_groups = 2;
+    s.o_lora = 64;
+    s.window = 12;
+    s.ratios = {0, 0, 2, 2, 2, 1, 1, 1, 1, 1, 0};
+    s.kv_sources = {2, 5};
+    s.index_sources = {2, 5, 7};
+    s.candidate_source = 5;
+    s.candidate_blocks = 3;
+    s.candidate_block_size = 4;
+    s.index_heads = 2;
+    s.index_topk = 8;
+    s.experts = 6;
+    s.active = 3;
+    s.inter = 96;
+    s.engram_layers = {1, 3};
+    s.engram_vocab = 60;
+    s.engram_ngram = 4;
+    s.engram_heads = 2;
+    s.engram_head_dim = 32;
+    s.markov_rank = 16;
+    s.dspark_experts = 3;
+    s.dspark_active = 2;
+    s.dspark_targets = {6, 8, 9};
+    return ConfigJson(s);
+  }
   // Both larger presets use the DeepSeek tokenizer's ids: noise = <｜System｜> 128799 (V4.1),
   // image_token_id 129264 (the release's).
   s.vocab = 129280;
@@ -458,7 +492,7 @@ absl::StatusOr<std::string> TestModelConfigJson41(const std::string& preset) {
     return ConfigJson(s);
   }
   return absl::NotFoundError(absl::StrCat("unknown DeepSeek-V4.1 test-model preset '", preset,
-                                          "' (tiny, demo, bench)"));
+                                          "' (tiny, alt, demo, bench)"));
 }
 
 absl::Status WriteTestModel41(const std::string& config_json, uint64_t seed,

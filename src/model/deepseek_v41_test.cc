@@ -788,6 +788,99 @@ TEST(DsV41Engram, TokenizerDerivedMapLoadsAndRuns) {
   fs::remove_all(dir);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Generality: the same invariants on a second V4.1 configuration written by make-test-model
+// (preset "alt": other widths, heads, head_dim, layer count and roles, window, experts, two
+// Engram layers with 4-grams), so nothing depends on dsv41-tiny-a's shapes.
+
+DeepseekV41Model* AltModel() {
+  static DeepseekV41Model* model = [] {
+    auto cfg = TestModelConfigJson41("alt");
+    CHECK(cfg.ok()) << cfg.status();
+    const std::string dir = ::testing::TempDir() + "/dsv41_alt_" + std::to_string(getpid());
+    CHECK(WriteTestModel41(*cfg, 11, dir).ok());
+    LoadOptions o;
+    o.show_progress = false;
+    auto m = LoadDeepseekV41(dir, o);
+    CHECK(m.ok()) << m.status();
+    fs::remove_all(dir);  // the checkpoint is mapped; the files may go
+    return static_cast<DeepseekV41Model*>(m->release());
+  }();
+  return model;
+}
+
+std::vector<int32_t> AltPrompt(int n) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back(3 + (i * 131 + i * i * 7) % 497);
+  return p;
+}
+
+TEST(DsV41Alt, ConfigDiffersFromTiny) {
+  const Config& c = AltModel()->config();
+  EXPECT_EQ(c.num_layers, 10);
+  EXPECT_EQ(c.hidden_size, 320);
+  EXPECT_EQ(c.num_heads, 2);
+  EXPECT_EQ(c.head_dim, 192);
+  EXPECT_EQ(c.window, 12);
+  EXPECT_EQ(c.LastKvSource(), 5);
+  EXPECT_EQ(c.engram_layer_ids, (std::vector<int64_t>{1, 3}));
+}
+
+TEST(DsV41Alt, DecodeAndChunkingEqualWholePrompt) {
+  DeepseekV41Model* m = AltModel();
+  const std::vector<int32_t> p = AltPrompt(70);
+  Session whole(m, 128);
+  ASSERT_OK_AND_ASSIGN(auto ref, whole.Feed(p));
+  for (float v : ref) ASSERT_TRUE(std::isfinite(v));
+  for (int64_t chunk : {1, 5, 13, 64}) {
+    SCOPED_TRACE(chunk);
+    Session s(m, 128);
+    ASSERT_OK_AND_ASSIGN(auto got, s.Feed(p, chunk));
+    ASSERT_EQ(got.size(), ref.size());
+    int64_t diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != ref[i];
+    EXPECT_EQ(diff, 0);
+  }
+}
+
+TEST(DsV41Alt, CompactTruncationFormulaIsExact) {
+  DeepseekV41Model* m = AltModel();
+  const Config& c = m->config();
+  const int64_t n_replay = c.num_layers - 1 - c.LastKvSource();
+  ASSERT_EQ(n_replay, 4);
+  const int64_t exact = n_replay * (c.window - 1) + 1;  // 45 (spec §7)
+  const std::vector<int32_t> p = AltPrompt(90);
+  const std::vector<int32_t> teacher = AltPrompt(3);
+  const auto ref = RunTruncated(m, p, teacher, 3, 0);
+  EXPECT_EQ(RunTruncated(m, p, teacher, 3, exact), ref) << "keep " << exact;
+  const auto approx = RunTruncated(m, p, {}, 0, exact - 1);
+  EXPECT_NE(approx, std::vector<float>(ref.begin(), ref.begin() + c.vocab_size))
+      << "keep " << exact - 1 << " should not be exact";
+}
+
+TEST(DsV41Alt, BatchInvariance) {
+  DeepseekV41Model* m = AltModel();
+  const std::vector<int32_t> a = AltPrompt(40), b = AltPrompt(9);
+  Session alone(m, 64);
+  ASSERT_OK_AND_ASSIGN(auto ref, alone.Feed(a));
+  Session two(m, 64, 2);
+  ForwardBatch batch;
+  for (int s = 0; s < 2; ++s) {
+    SequenceChunk ch;
+    ch.tokens = s == 0 ? std::span<const int32_t>(b) : std::span<const int32_t>(a);
+    ch.block_table = two.table(s);
+    ch.state_slot = s;
+    ch.logits = LogitsMode::kAll;
+    batch.chunks.push_back(ch);
+  }
+  ForwardOutput out;
+  ASSERT_OK(m->Forward(batch, two.view(), &out));
+  const int64_t V = m->config().vocab_size;
+  std::vector<float> got(out.logits.begin() + out.chunk_row_begin[1] * V, out.logits.end());
+  EXPECT_EQ(got, ref);
+}
+
 // ---------------------------------------------------------------------------------------------
 // DSpark (§5; speculative.md §3): the golden flow — prefill seeds the context rings, each
 // teacher-forced decode step at p = T + i (input greedy[i]) appends p, then a draft block with
