@@ -192,3 +192,19 @@ def test_cached_token_count(stories_dir):
     assert first.num_cached_tokens == 0
     assert second.num_cached_tokens == 128
     assert second.outputs[0].token_ids == first.outputs[0].token_ids
+
+
+def test_seq_seed_identical_across_processes(stories_llm, stories_dir):
+    import subprocess
+    import sys
+    from conftest import CHECKOUT
+    code = ("import sys, json; sys.path.insert(0, %r); from deepinfer import LLM, SamplingParams;"
+            "llm = LLM(model=%r, kv_memory_bytes=8 << 20);"
+            "p = SamplingParams(temperature=1.0, top_p=0.95, max_tokens=24, ignore_eos=True, "
+            "seq_seed=1234);"
+            "print(json.dumps(llm.generate(%r, p)[0].outputs[0].token_ids))"
+            % (str(CHECKOUT / "python"), stories_dir, PROMPTS[0]))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == _sampled(stories_llm, PROMPTS[0],
+                                                                     seq_seed=1234)
