@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 
 namespace deepinfer::cli {
 
@@ -64,6 +65,76 @@ absl::Status ApplyPrefixCacheFlags(const FlagSet& flags, engine::EngineConfig* c
   if (!snapshot.ok()) return snapshot.status();
   config->snapshot_memory_bytes = *snapshot;
   config->enable_prefix_caching = flags.GetBool("prefix-caching");
+  return absl::OkStatus();
+}
+
+void AddDecodingFlags(FlagSet& flags) {
+  flags.AddBool("jump-forward", true,
+                "append the text a grammar forces in one step (jump-forward decoding; "
+                "--no-jump-forward: one token per forward pass)");
+  flags.AddString("speculative-method", "",
+                  "none|ngram|mtp: speculative decoding drafter (ngram: prompt lookup; mtp: the "
+                  "model's MTP block, DeepSeek-V4; default none, or mtp when "
+                  "DEEPINFER_USE_NEXTN_DECODE > 0)");
+  flags.AddString("num-speculative-tokens", "",
+                  "draft tokens verified per step, 1..5 (mtp: 1; default: "
+                  "DEEPINFER_USE_NEXTN_DECODE, else 1 for mtp and 3 for ngram)");
+  flags.AddString("prompt-lookup-min", "2", "ngram: shortest n-gram looked up");
+  flags.AddString("prompt-lookup-max", "5", "ngram: longest n-gram looked up");
+}
+
+absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* config) {
+  using Method = engine::SpeculativeConfig::Method;
+  config->jump_forward = flags.GetBool("jump-forward");
+  engine::SpeculativeConfig& spec = config->speculative;
+  std::string method = flags.GetString("speculative-method");
+  // DEEPINFER_USE_NEXTN_DECODE (the seed's switch): MTP with that many drafts, unless a flag
+  // says otherwise.
+  if (method.empty()) method = Env().use_nextn_decode > 0 ? "mtp" : "none";
+  if (method == "none") {
+    spec.method = Method::kNone;
+  } else if (method == "ngram") {
+    spec.method = Method::kNgram;
+  } else if (method == "mtp") {
+    spec.method = Method::kMtp;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculative-method: '", method, "' is not one of none, ngram, mtp"));
+  }
+  auto int_flag = [&](const std::string& name, int lo, int hi, int* out) -> absl::Status {
+    absl::StatusOr<int64_t> v = flags.GetInt(name);
+    if (!v.ok()) return v.status();
+    if (*v < lo || *v > hi) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": ", *v, " is outside [", lo, ", ", hi, "]"));
+    }
+    *out = static_cast<int>(*v);
+    return absl::OkStatus();
+  };
+  spec.num_speculative_tokens = spec.method == Method::kMtp ? 1 : 3;
+  if (flags.IsSet("num-speculative-tokens")) {
+    absl::Status s = int_flag("num-speculative-tokens", 1, engine::kMaxSpeculativeTokens,
+                              &spec.num_speculative_tokens);
+    if (!s.ok()) return s;
+  } else if (Env().use_nextn_decode > 0) {
+    if (Env().use_nextn_decode > engine::kMaxSpeculativeTokens) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DEEPINFER_USE_NEXTN_DECODE=", Env().use_nextn_decode, " is outside [0, ",
+                       engine::kMaxSpeculativeTokens, "]"));
+    }
+    spec.num_speculative_tokens = Env().use_nextn_decode;
+  }
+  if (absl::Status s = int_flag("prompt-lookup-min", 1, 64, &spec.prompt_lookup_min); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = int_flag("prompt-lookup-max", 1, 64, &spec.prompt_lookup_max); !s.ok()) {
+    return s;
+  }
+  if (spec.prompt_lookup_min > spec.prompt_lookup_max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prompt-lookup-min (", spec.prompt_lookup_min, ") exceeds --prompt-lookup-max (",
+        spec.prompt_lookup_max, ")"));
+  }
   return absl::OkStatus();
 }
 

@@ -33,6 +33,18 @@ void AddPrefixCacheFlags(FlagSet& flags);
 // ("--prefix-cache-mode: 'fast' is not one of replay, exact").
 absl::Status ApplyPrefixCacheFlags(const FlagSet& flags, engine::EngineConfig* config);
 
+// Declares the decoding flags: --jump-forward (default on; --no-jump-forward turns it off),
+// --speculative-method none|ngram|mtp, --num-speculative-tokens N, --prompt-lookup-min N and
+// --prompt-lookup-max N (vLLM's names).
+void AddDecodingFlags(FlagSet& flags);
+
+// Sets EngineConfig::jump_forward and EngineConfig::speculative from the flags
+// AddDecodingFlags declared. DEEPINFER_USE_NEXTN_DECODE > 0 selects mtp when
+// --speculative-method is absent and gives the draft length when --num-speculative-tokens is
+// absent; flags win. Errors: InvalidArgument naming the flag (an unknown method, a length
+// outside 1..5, min > max). Whether the model can do mtp is Engine::Create's check.
+absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* config);
+
 }  // namespace deepinfer::cli
 
 #endif  // DEEPINFER_TOOLS_ENGINE_FLAGS_H_

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 namespace deepinfer::api {
 
@@ -88,6 +89,33 @@ EngineMetrics::EngineMetrics(http::MetricsRegistry* r, const std::string& model_
       model);
   vllm_preemptions_ = r->GetCounter("vllm:num_preemptions_total",
                                     "Cumulative number of preemption from the engine.", model);
+  forward_passes_ = r->GetCounter("deepinfer_forward_passes_total",
+                                  "Model forward passes run (engine steps that computed tokens).");
+  jump_forward_tokens_ = r->GetCounter(
+      "deepinfer_jump_forward_tokens_total",
+      "Output tokens appended by jump-forward decoding (grammar-forced, no forward pass each).");
+  spec_drafts_ = r->GetCounter("deepinfer_spec_decode_num_drafts_total",
+                               "Speculative verify steps (one per sequence and step with drafts).");
+  spec_draft_tokens_ = r->GetCounter("deepinfer_spec_decode_num_draft_tokens_total",
+                                     "Draft tokens verified by the target model.");
+  spec_accepted_tokens_ = r->GetCounter("deepinfer_spec_decode_num_accepted_tokens_total",
+                                        "Draft tokens accepted.");
+  vllm_spec_drafts_ =
+      r->GetCounter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", model);
+  vllm_spec_draft_tokens_ =
+      r->GetCounter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", model);
+  vllm_spec_accepted_tokens_ = r->GetCounter("vllm:spec_decode_num_accepted_tokens",
+                                             "Number of accepted tokens.", model);
+  for (int j = 0; j < engine::kMaxSpeculativeTokens; ++j) {
+    http::Labels pos = {{"position", std::to_string(j)}};
+    spec_accepted_per_pos_.push_back(r->GetCounter(
+        "deepinfer_spec_decode_num_accepted_tokens_per_pos_total",
+        "Accepted draft tokens by position in the draft (0 = first draft).", pos));
+    pos.insert(pos.begin(), model.begin(), model.end());
+    vllm_spec_accepted_per_pos_.push_back(
+        r->GetCounter("vllm:spec_decode_num_accepted_tokens_per_pos",
+                      "Accepted draft tokens per draft position.", pos));
+  }
 }
 
 void EngineMetrics::Update(const engine::EngineStats& st) {
@@ -134,6 +162,21 @@ void EngineMetrics::Update(const engine::EngineStats& st) {
   vllm_kv_usage_->Set(kv_usage_->value());
   vllm_gpu_cache_usage_->Set(kv_usage_->value());
   vllm_preemptions_->SetTotal(static_cast<double>(st.num_preemptions));
+  forward_passes_->SetTotal(static_cast<double>(st.num_forward_passes));
+  jump_forward_tokens_->SetTotal(static_cast<double>(st.jump_forward_tokens));
+  spec_drafts_->SetTotal(static_cast<double>(st.spec_verify_steps));
+  spec_draft_tokens_->SetTotal(static_cast<double>(st.spec_draft_tokens));
+  spec_accepted_tokens_->SetTotal(static_cast<double>(st.spec_accepted_tokens));
+  vllm_spec_drafts_->SetTotal(static_cast<double>(st.spec_verify_steps));
+  vllm_spec_draft_tokens_->SetTotal(static_cast<double>(st.spec_draft_tokens));
+  vllm_spec_accepted_tokens_->SetTotal(static_cast<double>(st.spec_accepted_tokens));
+  for (size_t j = 0; j < spec_accepted_per_pos_.size(); ++j) {
+    const double v = j < st.spec_accepted_per_position.size()
+                         ? static_cast<double>(st.spec_accepted_per_position[j])
+                         : 0.0;
+    spec_accepted_per_pos_[j]->SetTotal(v);
+    vllm_spec_accepted_per_pos_[j]->SetTotal(v);
+  }
 }
 
 }  // namespace deepinfer::api

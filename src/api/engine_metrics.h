@@ -19,6 +19,11 @@
 //   deepinfer_kv_tier_write_queue_depth (write-back), deepinfer_kv_tier_bad_records_total{tier=
 //   "l1"} (records that failed verification), deepinfer_kv_tier_snapshot_writes_total and
 //   _snapshot_reads_total (SWA snapshots in the shared-memory arena);
+//   decoding: deepinfer_forward_passes_total, deepinfer_jump_forward_tokens_total (tokens a
+//   grammar forced), deepinfer_spec_decode_num_drafts_total / _num_draft_tokens_total /
+//   _num_accepted_tokens_total and _num_accepted_tokens_per_pos_total{position} (speculative
+//   decoding; vllm:spec_decode_num_drafts / _num_draft_tokens / _num_accepted_tokens /
+//   _num_accepted_tokens_per_pos carry the same values under vLLM's names);
 //   and vLLM's names for dashboards and gateways written against vLLM (label model_name):
 //   vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total (counters in tokens),
 //   vllm:num_requests_running / _waiting (gauges, sequences), vllm:kv_cache_usage_perc and its
@@ -34,6 +39,7 @@
 #define DEEPINFER_API_ENGINE_METRICS_H_
 
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "http/metrics.h"
@@ -83,6 +89,17 @@ class EngineMetrics {
   http::Counter* tier_snapshot_reads_;
   http::Counter* vllm_queries_;
   http::Counter* vllm_hits_;
+  // Decoding (forward passes, jump-forward, speculation): ours and vLLM's spec_decode names.
+  http::Counter* forward_passes_;
+  http::Counter* jump_forward_tokens_;
+  http::Counter* spec_drafts_;
+  http::Counter* spec_draft_tokens_;
+  http::Counter* spec_accepted_tokens_;
+  http::Counter* vllm_spec_drafts_;
+  http::Counter* vllm_spec_draft_tokens_;
+  http::Counter* vllm_spec_accepted_tokens_;
+  std::vector<http::Counter*> spec_accepted_per_pos_;
+  std::vector<http::Counter*> vllm_spec_accepted_per_pos_;
   http::Gauge* vllm_running_;
   http::Gauge* vllm_waiting_;
   http::Gauge* vllm_kv_usage_;

@@ -13,6 +13,7 @@
 #ifndef DEEPINFER_API_SERVER_INTERNAL_H_
 #define DEEPINFER_API_SERVER_INTERNAL_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -105,6 +106,15 @@ struct RequestRecord {
   int64_t cached_host_tokens = 0;
   int64_t cached_store_tokens = 0;
   int64_t generated_tokens = 0;
+  // Decoding counts, summed over samples (each StepOutput carries its sample's running count):
+  // draft tokens verified / accepted (speculative decoding), tokens jump-forward appended, and
+  // forward passes that computed the request.
+  std::vector<std::array<int, 4>> decoding;  // by sample index
+  int64_t Decoding(int field) const {
+    int64_t n = 0;
+    for (const auto& d : decoding) n += d[field];
+    return n;
+  }
   int64_t arrival_ns = 0;      // when the handler started (0: the engine's arrival)
   int64_t first_token_ns = 0;  // 0 = no token
   int64_t last_token_ns = 0;
@@ -124,6 +134,11 @@ struct RequestRecord {
       cached_store_tokens = o.cached_store_tokens;
     }
     generated_tokens += static_cast<int64_t>(o.token_ids.size());
+    if (o.sample_index >= 0 && o.sample_index < 1024) {
+      if (decoding.size() <= static_cast<size_t>(o.sample_index)) decoding.resize(o.sample_index + 1);
+      decoding[o.sample_index] = {o.drafted_tokens, o.accepted_tokens, o.forced_tokens,
+                                  o.forward_passes};
+    }
     if (o.first_token_ns > 0 && (first_token_ns == 0 || o.first_token_ns < first_token_ns)) {
       first_token_ns = o.first_token_ns;
     }

@@ -154,10 +154,11 @@ absl::Status CheckEnvConfigSupported(const EnvConfig& config, std::vector<std::s
         "DEEPINFER_ACCELERATOR=", config.accelerator, ": this build has no ", config.accelerator,
         " backend (only cpu exists today); unset it or use DEEPINFER_ACCELERATOR=cpu"));
   }
-  if (config.use_nextn_decode > 0) {
+  if (config.use_nextn_decode > 1) {
     warnings->push_back(absl::StrCat("DEEPINFER_USE_NEXTN_DECODE=", config.use_nextn_decode,
-                                     ": MTP speculative decoding is not implemented yet; the "
-                                     "setting has no effect"));
+                                     ": MTP drafts 1 token per step (chaining is not "
+                                     "implemented yet); serving with --speculative-method mtp "
+                                     "needs --num-speculative-tokens 1"));
   }
   if (config.enable_mtp_varlen) {
     warnings->push_back(

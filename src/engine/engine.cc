@@ -61,7 +61,8 @@ class Engine::Impl {
         runner_(model_.get(),
                 model::KvCacheView{blocks_->base(), blocks_->num_blocks(), slots_->base(),
                                    slots_->num_slots()},
-                model_->kv_layout().StateBytes()) {
+                model_->kv_layout().StateBytes(),
+                config.speculative.method == SpeculativeConfig::Method::kMtp) {
     std::random_device rd;
     seed_base_ = (uint64_t{rd()} << 32) ^ rd();
     const SpeculativeConfig& spec = config_.speculative;
@@ -239,7 +240,8 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Impl::Submit(GenerateRequ
   if (!info->params.ignore_eos) info->eos_token_ids = mi.eos_token_ids;
   info->jump_forward =
       config_.jump_forward && info->params.grammar != nullptr && info->params.logprobs < 0;
-  if (drafter_ != nullptr && request.speculative) {
+  if ((drafter_ != nullptr || config_.speculative.method == SpeculativeConfig::Method::kMtp) &&
+      request.speculative) {
     info->max_draft_tokens = config_.speculative.num_speculative_tokens;
   }
   std::shared_ptr<RequestStream> stream;
@@ -456,6 +458,7 @@ void Engine::Impl::PostProcess(const StepResult& result) {
       }
       if (seq->first_token_ns == 0 && committed > 0) seq->first_token_ns = MonotonicNanos();
     }
+    if (!r.next_draft.empty() && !finish.has_value()) seq->draft = r.next_draft;
     scheduler_.OnExecuted(seq, r.admission,
                           std::min<int64_t>(r.end_pos, static_cast<int64_t>(seq->tokens.size())),
                           r.snapshot_kind, r.snapshot);
@@ -683,6 +686,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
     }
     if (spec.method == SpeculativeConfig::Method::kCustom && spec.drafter == nullptr) {
       return absl::InvalidArgumentError("engine config: speculative method custom needs a drafter");
+    }
+    if (spec.method == SpeculativeConfig::Method::kMtp) {
+      if (model->mtp_stream_floats() <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "engine config: speculative method mtp needs a model with an MTP block (",
+            model->info().architecture, " has none)"));
+      }
+      if (spec.num_speculative_tokens != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "engine config: speculative method mtp drafts 1 token per step (chaining the MTP "
+            "block needs the window + 1 + k ring), got num_speculative_tokens ",
+            spec.num_speculative_tokens));
+      }
     }
   }
   const model::KvLayout& layout = model->kv_layout();

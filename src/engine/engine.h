@@ -37,6 +37,7 @@ struct SpeculativeConfig {
   enum class Method {
     kNone,
     kNgram,   // n-gram prompt lookup (NgramDrafter)
+    kMtp,     // the model's MTP block (DeepSeek-V4), one draft per step (spec §2)
     kCustom,  // `drafter` below (tests: ScriptedDrafter)
   };
   Method method = Method::kNone;
@@ -142,7 +143,7 @@ class Engine {
  public:
   // Takes ownership of the model and starts the engine (and runner) threads. Errors:
   // InvalidArgument for a bad config (non-positive sizes, speculative settings out of range,
-  // kCustom without a drafter) or a budget too small for one block (naming the bytes needed).
+  // kCustom without a drafter, kMtp on a model without an MTP block or with more than 1 draft) or a budget too small for one block (naming the bytes needed).
   static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<model::CausalLM> model,
                                                         const EngineConfig& config);
   // Aborts whatever is still running and joins the threads.

@@ -21,8 +21,8 @@ bool Contains(std::span<const int32_t> v, int32_t t) {
 }  // namespace
 
 ModelRunner::ModelRunner(model::CausalLM* model, const model::KvCacheView& kv,
-                         int64_t state_bytes)
-    : model_(model), kv_(kv), state_bytes_(state_bytes) {}
+                         int64_t state_bytes, bool mtp_drafts)
+    : model_(model), kv_(kv), state_bytes_(state_bytes), mtp_drafts_(mtp_drafts) {}
 
 StepResult ModelRunner::Execute(const StepPlan& plan) {
   for (const RunnerSeqInit& init : plan.new_seqs) {
@@ -108,7 +108,8 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
   if (!batch.chunks.empty()) {
     ++num_forwards_;
     const int64_t t0 = MonotonicNanos();
-    absl::Status status = model_->Forward(batch, kv, &output_);
+    absl::Status status = mtp_drafts_ ? model_->ForwardWithStreams(batch, kv, &output_, &streams_)
+                                      : model_->Forward(batch, kv, &output_);
     result.forward_ns = MonotonicNanos() - t0;
     if (kv.gate != nullptr) result.swap_in = copier->Finish();
     if (!status.ok()) {
@@ -245,10 +246,56 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
       } else {
         work(0, num_chunks);
       }
+      if (mtp_drafts_) MtpDrafts(plan, batch, item_of_chunk, &result);
     }
   }
   for (int64_t id : plan.released_seqs) seqs_.erase(id);
   return result;
+}
+
+void ModelRunner::MtpDrafts(const StepPlan& plan, const model::ForwardBatch& batch,
+                            const std::vector<int>& item_of_chunk, StepResult* result) {
+  const int64_t width = model_->mtp_stream_floats();
+  const int64_t vocab = model_->info().vocab_size;
+  int64_t token_offset = 0;  // first row of chunk c in streams_
+  for (size_t c = 0; c < batch.chunks.size(); ++c) {
+    const model::SequenceChunk& chunk = batch.chunks[c];
+    const int64_t offset = token_offset;
+    token_offset += static_cast<int64_t>(chunk.tokens.size());
+    const int i = item_of_chunk[c];
+    const PlanItem& item = plan.items[i];
+    ItemResult& r = result->items[i];
+    SeqState& s = seqs_.find(item.seq_id)->second;
+    if (s.info->max_draft_tokens <= 0 || !r.status.ok() || s.failed) continue;
+    // The MTP row at position p pairs the main model's streams at p with the token at p + 1,
+    // so it runs over the chunk's valid positions whose next token is committed (spec §2.2).
+    const std::vector<int32_t>& prompt = s.info->prompt;
+    const int64_t known = static_cast<int64_t>(prompt.size() + s.sampled.size());
+    auto token_at = [&](int64_t q) {
+      return q < static_cast<int64_t>(prompt.size()) ? prompt[q] : s.sampled[q - prompt.size()];
+    };
+    const int64_t valid_end =
+        item.num_draft > 0 ? r.end_pos : item.start_pos + static_cast<int64_t>(chunk.tokens.size());
+    const int64_t end = std::min(valid_end, known - 1);
+    if (end <= item.start_pos) continue;  // rolled back (slot restored): recomputed next step
+    std::vector<int32_t> next;
+    for (int64_t p = item.start_pos; p < end; ++p) next.push_back(token_at(p + 1));
+    const int64_t count = end - item.start_pos;
+    const absl::Status st = model_->MtpLastLogits(
+        item.start_pos, std::span<const float>(streams_.data() + offset * width, count * width),
+        next, item.state_slot, kv_, &mtp_logits_);
+    if (!st.ok()) {
+      r.status = st;
+      s.failed = true;
+      continue;
+    }
+    // A draft only for the position right after the last committed token, and only for a
+    // sequence that goes on with a one-token chunk (no jump-forward tokens to compute first).
+    if (end + 1 != known || r.num_forced > 0 || !r.sampled) continue;
+    const int32_t draft = static_cast<int32_t>(
+        std::max_element(mtp_logits_.begin(), mtp_logits_.begin() + vocab) - mtp_logits_.begin());
+    r.next_draft = {draft};
+  }
 }
 
 }  // namespace deepinfer::engine

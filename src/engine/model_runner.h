@@ -34,6 +34,8 @@ struct ItemResult {
   int num_drafted = 0;                        // drafts this item verified (PlanItem::num_draft)
   int num_accepted = 0;                       // of them, accepted (a leading prefix)
   int num_forced = 0;                         // jump-forward tokens at the end of `tokens`
+  // MTP drafting: the draft for the position after the last committed token (empty: none).
+  std::vector<int32_t> next_draft;
   std::vector<TokenLogprob> prompt_logprobs;  // for item.prompt_logprobs: positions in the chunk
   absl::Status status;                        // non-OK: the forward failed for this item
   // Where the item's valid KV ends (start_pos + tokens, less rejected drafts and, for models
@@ -56,8 +58,11 @@ struct StepResult {
 class ModelRunner {
  public:
   // `model` and the KV view's memory outlive the runner. `state_bytes` is the size of one
-  // state slot (snapshots copy whole slots).
-  ModelRunner(model::CausalLM* model, const model::KvCacheView& kv, int64_t state_bytes);
+  // state slot (snapshots copy whole slots). `mtp_drafts`: run the model's MTP block after each
+  // forward over the rows whose next token is committed (keeping its window ring in step with
+  // the main model) and return the draft of sequences that speculate (ItemResult::next_draft).
+  ModelRunner(model::CausalLM* model, const model::KvCacheView& kv, int64_t state_bytes,
+              bool mtp_drafts = false);
 
   StepResult Execute(const StepPlan& plan);
 
@@ -75,12 +80,20 @@ class ModelRunner {
     std::unique_ptr<GrammarConstraint> grammar;
   };
 
+  // After the forward of `plan` (streams_ filled): runs the MTP block for every speculating
+  // sequence's chunk and sets ItemResult::next_draft.
+  void MtpDrafts(const StepPlan& plan, const model::ForwardBatch& batch,
+                 const std::vector<int>& item_of_chunk, StepResult* result);
+
   model::CausalLM* model_;
   model::KvCacheView kv_;
   int64_t state_bytes_ = 0;
   std::unordered_map<int64_t, SeqState> seqs_;
   model::ForwardOutput output_;
   int64_t num_forwards_ = 0;
+  bool mtp_drafts_ = false;
+  std::vector<float> streams_;      // final streams of the last forward (mtp_drafts_)
+  std::vector<float> mtp_logits_;
 };
 
 }  // namespace deepinfer::engine

@@ -8,7 +8,11 @@
 // DEEPINFER_BATCH_INVARIANT semantics (row results independent of the rows computed with them)
 // and compare speculative against non-speculative runs of the same binary.
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -240,7 +244,9 @@ TEST_P(SpecFakeTest, GreedyEqualsReferenceForEveryDraftLengthAndRejectionPoint) 
         if (j > 0) {
           EXPECT_LE(st.spec_accepted_per_position[j], st.spec_accepted_per_position[j - 1]);
         }
-        if (j >= corrupt) EXPECT_EQ(st.spec_accepted_per_position[j], 0) << "corrupt " << corrupt;
+        if (j >= corrupt) {
+          EXPECT_EQ(st.spec_accepted_per_position[j], 0) << "corrupt " << corrupt;
+        }
       }
       EXPECT_EQ(sum, st.spec_accepted_tokens);
       engine->Shutdown(int64_t{5} * 1000 * 1000 * 1000);
@@ -518,6 +524,101 @@ TEST(SpecModelTest, Dsv4TinyScriptedAndNgramGreedyEqualSpeculationOff) {
   ngram.prompt_lookup_min = 1;
   const ModelRun on = RunModel("dsv4-tiny-a", prompts, params, ngram);
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(on.tokens[i], off.tokens[i]);
+}
+
+// DeepSeek-V4 MTP drafting (spec §2, k = 1): greedy outputs equal speculation off, in a batch
+// with a request that does not speculate, in sync and async mode; drafts were verified.
+TEST(SpecModelTest, Dsv4TinyMtpGreedyEqualsSpeculationOff) {
+  if (!fs::exists(kShared / "models/dsv4-tiny-a/config.json")) GTEST_SKIP() << "no dsv4-tiny-a";
+  std::mt19937 rng(4);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int len : {5, 33, 140}) {
+    std::vector<int32_t> p(len);
+    for (int32_t& t : p) t = 3 + static_cast<int32_t>(rng() % 400);
+    prompts.push_back(p);
+  }
+  std::vector<SamplingParams> params(prompts.size(), Greedy(20));
+  params[1].temperature = 1.0f;  // seeded sampling: identical too (sample-and-compare)
+  params[1].seed = 8;
+  const ModelRun off = RunModel("dsv4-tiny-a", prompts, params, {});
+  for (bool async : {false, true}) {
+    SpeculativeConfig spec;
+    spec.method = SpeculativeConfig::Method::kMtp;
+    spec.num_speculative_tokens = 1;
+    const ModelRun on = RunModel("dsv4-tiny-a", prompts, params, spec, async);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(on.tokens[i], off.tokens[i]) << "prompt " << i << " async " << async;
+    }
+    EXPECT_GT(on.stats.spec_draft_tokens, 0);
+    std::printf("dsv4-tiny-a MTP (async %d): drafted %lld accepted %lld\n", async,
+                static_cast<long long>(on.stats.spec_draft_tokens),
+                static_cast<long long>(on.stats.spec_accepted_tokens));
+  }
+  SpeculativeConfig two;
+  two.method = SpeculativeConfig::Method::kMtp;
+  two.num_speculative_tokens = 2;
+  EngineConfig config;
+  config.speculative = two;
+  EXPECT_FALSE(Engine::Create(LoadShared("dsv4-tiny-a"), config).ok()) << "MTP drafts 1 token";
+  EngineConfig on_llama;
+  on_llama.speculative.method = SpeculativeConfig::Method::kMtp;
+  on_llama.speculative.num_speculative_tokens = 1;
+  if (fs::exists(kShared / "models/stories260K/config.json")) {
+    EXPECT_FALSE(Engine::Create(LoadShared("stories260K"), on_llama).ok()) << "Llama has no MTP";
+  }
+}
+
+// The MTP logits the serving path computes (CausalLM::ForwardWithStreams over the prompt, then
+// CausalLM::MtpLastLogits with next tokens prompt[1:] + [mtp_next]) against the golden
+// mtp_logits_last, within the README's tier-A tolerance (max |delta| <= 1.09, same argmax).
+TEST(SpecModelTest, Dsv4TinyMtpLogitsThroughTheServingInterfaceMatchGolden) {
+  const fs::path golden = kShared / "golden/dsv4-tiny-a";
+  if (!fs::exists(golden / "prompt_040.json")) GTEST_SKIP() << "no goldens";
+  std::unique_ptr<model::CausalLM> m = LoadShared("dsv4-tiny-a");
+  const model::KvLayout& layout = m->kv_layout();
+  for (const char* name : {"prompt_040.json", "prompt_300.json"}) {
+    std::ifstream in(golden / name);
+    const nlohmann::json g = nlohmann::json::parse(in);
+    const std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
+    const std::vector<float> want = g["mtp_logits_last"].get<std::vector<float>>();
+    const int64_t blocks = (static_cast<int64_t>(prompt.size()) + 127) / 128;
+    std::vector<uint8_t*> arenas;
+    auto arena = [&](int64_t bytes) {
+      uint8_t* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+      std::memset(p, 0, bytes);
+      arenas.push_back(p);
+      return p;
+    };
+    model::KvCacheView kv{arena(blocks * layout.BlockBytes()), blocks,
+                          arena(layout.StateBytes()), 1};
+    std::vector<int32_t> table(blocks);
+    for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>(b);
+    model::ForwardBatch batch;
+    model::SequenceChunk chunk;
+    chunk.tokens = prompt;
+    chunk.block_table = table;
+    chunk.state_slot = 0;
+    batch.chunks.push_back(chunk);
+    model::ForwardOutput out;
+    std::vector<float> streams;
+    ASSERT_OK(m->ForwardWithStreams(batch, kv, &out, &streams));
+    ASSERT_EQ(static_cast<int64_t>(streams.size()),
+              static_cast<int64_t>(prompt.size()) * m->mtp_stream_floats());
+    std::vector<int32_t> next(prompt.begin() + 1, prompt.end());
+    next.push_back(g["mtp_next"].get<int32_t>());
+    std::vector<float> got;
+    ASSERT_OK(m->MtpLastLogits(0, streams, next, 0, kv, &got));
+    ASSERT_EQ(got.size(), want.size());
+    double max_abs = 0;
+    for (size_t v = 0; v < got.size(); ++v) {
+      max_abs = std::max(max_abs, std::abs(double(got[v]) - want[v]));
+    }
+    EXPECT_LE(max_abs, 1.09) << name;
+    EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(),
+              std::max_element(want.begin(), want.end()) - want.begin())
+        << name;
+    for (uint8_t* p : arenas) std::free(p);
+  }
 }
 
 // --- Jump-forward decoding --------------------------------------------------------------------

@@ -1030,6 +1030,33 @@ absl::Status DeepseekV4Model::Forward(const ForwardBatch& batch, const KvCacheVi
   return status;
 }
 
+int64_t DeepseekV4Model::mtp_stream_floats() const {
+  return cfg_.num_mtp_layers > 0 ? cfg_.hc_mult * cfg_.hidden_size : 0;
+}
+
+absl::Status DeepseekV4Model::ForwardWithStreams(const ForwardBatch& batch, const KvCacheView& kv,
+                                                 ForwardOutput* out,
+                                                 std::vector<float>* streams) {
+  out->logits.clear();
+  out->chunk_row_begin.assign(1, 0);
+  streams->clear();
+  if (batch.chunks.empty()) return absl::OkStatus();
+  absl::Status status = Run(batch.chunks, kv, out, streams);
+  if (!status.ok()) {
+    out->logits.clear();
+    out->chunk_row_begin.assign(1, 0);
+    streams->clear();
+  }
+  return status;
+}
+
+absl::Status DeepseekV4Model::MtpLastLogits(int64_t start_pos, std::span<const float> streams,
+                                            std::span<const int32_t> next_tokens,
+                                            int32_t state_slot, const KvCacheView& kv,
+                                            std::vector<float>* logits) {
+  return ForwardMtp(start_pos, streams, next_tokens, state_slot, kv, LogitsMode::kLast, logits);
+}
+
 absl::Status DeepseekV4Model::ForwardMtp(int64_t start_pos, std::span<const float> main_streams,
                                          std::span<const int32_t> next_tokens, int32_t state_slot,
                                          const KvCacheView& kv, LogitsMode mode,

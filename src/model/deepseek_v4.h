@@ -102,6 +102,15 @@ class DeepseekV4Model final : public CausalLM {
   // Each layer's attention calls kv.BeforeRead for its compressed-KV and indexer caches first.
   bool supports_paged_gate() const override { return true; }
 
+  // MTP drafting through the CausalLM interface (serving): streams are [hc_mult * hidden] per
+  // token; MtpLastLogits is ForwardMtp with LogitsMode::kLast. No MTP block: 0 / errors.
+  int64_t mtp_stream_floats() const override;
+  absl::Status ForwardWithStreams(const ForwardBatch& batch, const KvCacheView& kv,
+                                  ForwardOutput* out, std::vector<float>* streams) override;
+  absl::Status MtpLastLogits(int64_t start_pos, std::span<const float> streams,
+                             std::span<const int32_t> next_tokens, int32_t state_slot,
+                             const KvCacheView& kv, std::vector<float>* logits) override;
+
   // Forward of one chunk (Forward over a one-chunk batch) that also returns the final residual
   // streams (before the HC head), [T, hc_mult, hidden] FP32, for MTP. `logits` gets 0, 1 or T
   // rows as chunk.logits says.

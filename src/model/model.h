@@ -124,6 +124,28 @@ class CausalLM {
   // Whether Forward calls KvCacheView::BeforeRead before reading each paged cache (then the
   // engine overlaps swap-in copies with the forward; otherwise it copies before the forward).
   virtual bool supports_paged_gate() const { return false; }
+
+  // --- MTP drafting (speculative decoding with the model's own MTP block, DeepSeek-V4;
+  // ../shared/spec/speculative.md §2). Architectures without one keep these defaults. ---
+
+  // Floats of one token's final residual streams (before the HC head; 0 = no MTP block).
+  virtual int64_t mtp_stream_floats() const { return 0; }
+  // Forward (same contract) that also returns the final residual streams of every token of
+  // every chunk in batch order, [total chunk tokens, mtp_stream_floats()] FP32.
+  virtual absl::Status ForwardWithStreams(const ForwardBatch& batch, const KvCacheView& kv,
+                                          ForwardOutput* out, std::vector<float>* streams) {
+    return absl::UnimplementedError("this architecture has no MTP block");
+  }
+  // The MTP block over positions [start_pos, start_pos + T): `streams` are the main model's
+  // final streams there ([T, mtp_stream_floats()]), `next_tokens` the token after each position.
+  // Continues the MTP window ring in `state_slot` (positions fed in order, like the main
+  // model). `logits` gets the last row: the distribution of the token after the last next
+  // token. Errors: InvalidArgument for malformed input.
+  virtual absl::Status MtpLastLogits(int64_t start_pos, std::span<const float> streams,
+                                     std::span<const int32_t> next_tokens, int32_t state_slot,
+                                     const KvCacheView& kv, std::vector<float>* logits) {
+    return absl::UnimplementedError("this architecture has no MTP block");
+  }
 };
 
 // Options shared by all architectures when loading.

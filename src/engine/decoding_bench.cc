@@ -1,0 +1,149 @@
+// Decoding benchmarks (make bench; issues #22 part 3 and #26), on stories260K:
+//  - BM_JumpForwardSchema: forward passes per output token for a JSON schema with long
+//    property names, jump-forward on and off (the same seeded requests, one at a time).
+//  - BM_NgramSpeculation: output tokens/s and acceptance with n-gram speculation off and on
+//    (k = 3) at 1, 16 and 64 concurrent greedy requests, printed as ratios of the same run.
+// Figures are noisy on a shared machine: compare the ratios, and record the load average.
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "common/check.h"
+#include "engine/engine.h"
+#include "engine/llm.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::engine {
+namespace {
+
+const std::string kStories = std::string(DEEPINFER_SHARED_DIR) + "/models/stories260K";
+
+constexpr char kLongNames[] = R"({"type":"object","properties":{
+  "customer_identification_number":{"type":"integer","minimum":0,"maximum":99999},
+  "preferred_delivery_window_description":{"enum":["early morning","late afternoon","evening"]},
+  "requires_signature_on_delivery_confirmation":{"type":"boolean"},
+  "additional_delivery_instructions_text":{"type":"string","maxLength":24}},
+  "required":["customer_identification_number","preferred_delivery_window_description",
+              "requires_signature_on_delivery_confirmation",
+              "additional_delivery_instructions_text"],"additionalProperties":false})";
+
+std::unique_ptr<LLM> MakeLLM(const Tokenizer& tok, EngineConfig config) {
+  model::LoadOptions lo;
+  lo.show_progress = false;
+  auto m = model::LoadModel(kStories, lo);
+  CHECK(m.ok()) << m.status();
+  config.kv_memory_bytes = 256 << 20;
+  auto llm = LLM::Create(std::move(*m), config, tok);
+  CHECK(llm.ok()) << llm.status();
+  return std::move(*llm);
+}
+
+std::vector<int32_t> Prompt(const Tokenizer& tok, const std::string& text) {
+  std::vector<int32_t> p = {tok.bos_id()};
+  for (int32_t id : tok.EncodeText(text)) p.push_back(id);
+  return p;
+}
+
+void BM_JumpForwardSchema(benchmark::State& state) {
+  if (!std::filesystem::exists(kStories + "/config.json")) {
+    state.SkipWithError("stories260K absent");
+    return;
+  }
+  auto tok = Tokenizer::FromDirectory(kStories);
+  CHECK(tok.ok());
+  for (auto _ : state) {
+    double per_token[2] = {0, 0};
+    for (int on = 0; on < 2; ++on) {
+      EngineConfig cfg;
+      cfg.jump_forward = on == 1;
+      cfg.max_num_seqs = 1;  // one request at a time: forward passes are its own
+      auto llm = MakeLLM(**tok, cfg);
+      std::vector<SamplingParams> params(8);
+      for (int s = 0; s < 8; ++s) {
+        params[s].temperature = 1.0f;
+        params[s].seed = 40 + s;
+        params[s].max_tokens = 400;
+        StructuredOutputArgs a;
+        a.schema = kLongNames;
+        params[s].so_args = a;
+      }
+      auto out = llm->Generate(
+          std::vector<std::vector<int32_t>>(8, Prompt(**tok, "Once upon a time")), params);
+      CHECK(out.ok()) << out.status();
+      llm->engine().Shutdown(int64_t{5} * 1000 * 1000 * 1000);
+      const EngineStats st = llm->engine().Stats();
+      per_token[on] = static_cast<double>(st.num_forward_passes) /
+                      static_cast<double>(std::max<int64_t>(1, st.total_output_tokens));
+      state.counters[on ? "tokens_on" : "tokens_off"] =
+          static_cast<double>(st.total_output_tokens);
+    }
+    state.counters["forwards_per_token_off"] = per_token[0];
+    state.counters["forwards_per_token_on"] = per_token[1];
+    state.counters["ratio_off_over_on"] = per_token[0] / per_token[1];
+  }
+}
+BENCHMARK(BM_JumpForwardSchema)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+void BM_NgramSpeculation(benchmark::State& state) {
+  if (!std::filesystem::exists(kStories + "/config.json")) {
+    state.SkipWithError("stories260K absent");
+    return;
+  }
+  auto tok = Tokenizer::FromDirectory(kStories);
+  CHECK(tok.ok());
+  const int concurrency = static_cast<int>(state.range(0));
+  const char* texts[] = {"Once upon a time", "Lily and Ben went to the park.",
+                         "The cat sat on the mat.", "One day, a little girl"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < concurrency; ++i) prompts.push_back(Prompt(**tok, texts[i % 4]));
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 200;
+  for (auto _ : state) {
+    double tps[2] = {0, 0};
+    for (int on = 0; on < 2; ++on) {
+      EngineConfig cfg;
+      cfg.max_num_seqs = 64;
+      if (on) {
+        cfg.speculative.method = SpeculativeConfig::Method::kNgram;
+        cfg.speculative.num_speculative_tokens = 3;
+        cfg.speculative.prompt_lookup_min = 1;
+        cfg.speculative.prompt_lookup_max = 4;
+      }
+      auto llm = MakeLLM(**tok, cfg);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto out = llm->Generate(prompts, p);
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      CHECK(out.ok()) << out.status();
+      llm->engine().Shutdown(int64_t{5} * 1000 * 1000 * 1000);
+      const EngineStats st = llm->engine().Stats();
+      tps[on] = static_cast<double>(st.total_output_tokens) / s;
+      if (on) {
+        state.counters["acceptance"] =
+            st.spec_draft_tokens ? double(st.spec_accepted_tokens) / st.spec_draft_tokens : 0;
+        state.counters["mean_accepted_len"] =
+            st.spec_verify_steps ? 1.0 + double(st.spec_accepted_tokens) / st.spec_verify_steps
+                                 : 1.0;
+      }
+    }
+    state.counters["tokens_per_s_off"] = tps[0];
+    state.counters["tokens_per_s_ngram"] = tps[1];
+    state.counters["speedup"] = tps[1] / tps[0];
+  }
+}
+BENCHMARK(BM_NgramSpeculation)
+    ->Arg(1)
+    ->Arg(16)
+    ->Arg(64)
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace deepinfer::engine
+
+BENCHMARK_MAIN();
