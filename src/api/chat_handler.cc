@@ -50,12 +50,8 @@ void ApiServer::Impl::HandleChat(const http::HttpRequest& hreq, RecordingWriter&
   absl::StatusOr<protocol::EncodedPrompt> encoded =
       protocol::EncodePrompt(req.conversation, options);
   if (!encoded.ok()) return SendError(w, encoded.status());
-  if (absl::Status st = CheckPromptBound(*encoded, "messages"); !st.ok()) return SendError(w, st);
-  absl::StatusOr<std::vector<int32_t>> ids = protocol::PromptToIds(*encoded, *s->tokenizer_);
-  if (!ids.ok()) {
-    return SendError(w, absl::InternalError(absl::StrCat("cannot tokenize the chat template: ",
-                                                         ids.status().message())));
-  }
+  absl::StatusOr<std::vector<int32_t>> ids = PromptIds(*encoded, "messages");
+  if (!ids.ok()) return SendError(w, ids.status());
   absl::StatusOr<engine::SamplingParams> params =
       BuildParams(req.sampling, static_cast<int64_t>(ids->size()), "messages",
                   DefaultChatMaxTokens(options.thinking));

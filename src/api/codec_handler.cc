@@ -91,16 +91,9 @@ void ApiServer::Impl::HandleCodec(const http::HttpRequest& hreq, RecordingWriter
   }
   absl::StatusOr<protocol::EncodedPrompt> encoded = protocol::EncodePrompt(*conv, options);
   if (!encoded.ok()) return fail(encoded.status());
-  if (api != CodecApi::kCountTokens) {
-    if (absl::Status st = CheckPromptBound(*encoded, anthropic ? "messages" : "input"); !st.ok()) {
-      return fail(st);
-    }
-  }
-  absl::StatusOr<std::vector<int32_t>> ids = protocol::PromptToIds(*encoded, *s->tokenizer_);
-  if (!ids.ok()) {
-    return fail(absl::InternalError(
-        absl::StrCat("cannot tokenize the chat template: ", ids.status().message())));
-  }
+  absl::StatusOr<std::vector<int32_t>> ids = PromptIds(
+      *encoded, anthropic ? "messages" : "input", /*bounded=*/api != CodecApi::kCountTokens);
+  if (!ids.ok()) return fail(ids.status());
   if (api == CodecApi::kCountTokens) {
     SendJson(w, 200, OJson{{"input_tokens", ids->size()}});
     return;

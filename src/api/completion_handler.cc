@@ -53,13 +53,9 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
     prompt_text = tok.Decode(prompt);
   } else {
     prompt_text = req.prompt_text;
-    if (absl::Status st = CheckPromptBound(static_cast<int64_t>(prompt_text.size()), 1, "prompt");
-        !st.ok()) {
-      return SendError(w, st);
-    }
-    if (tok.add_bos() && tok.bos_id() >= 0) prompt.push_back(tok.bos_id());
-    std::vector<int32_t> text_ids = tok.EncodeText(req.prompt_text);
-    prompt.insert(prompt.end(), text_ids.begin(), text_ids.end());
+    absl::StatusOr<std::vector<int32_t>> ids = PromptTextIds(req.prompt_text, "prompt");
+    if (!ids.ok()) return SendError(w, ids.status());
+    prompt = *std::move(ids);
   }
   absl::StatusOr<engine::SamplingParams> params =
       BuildParams(req.sampling, static_cast<int64_t>(prompt.size()), "prompt", 16);

@@ -229,6 +229,16 @@ struct ApiServer::Impl {
                                 const char* prompt_param) const;
   absl::Status CheckPromptBound(const protocol::EncodedPrompt& prompt,
                                 const char* prompt_param) const;
+  // The ids of a chat-like prompt (prompt_ids.cc): with `bounded`, the byte bound first, then the
+  // tokenizer stops once the prompt provably has more than MaxModelLen() tokens (count_tokens
+  // passes false: it counts whatever it gets). Errors: InvalidArgument context_length_exceeded
+  // naming `prompt_param`; Internal when the template names a special token the tokenizer lacks.
+  absl::StatusOr<std::vector<int32_t>> PromptIds(const protocol::EncodedPrompt& encoded,
+                                                 const char* prompt_param,
+                                                 bool bounded = true) const;
+  // The same for a completions text prompt: BOS (when the tokenizer adds one) + the text's ids.
+  absl::StatusOr<std::vector<int32_t>> PromptTextIds(std::string_view text,
+                                                     const char* prompt_param) const;
   // The context requests get: the model's, capped by ApiServerOptions::max_model_len.
   int64_t MaxModelLen() const {
     const int64_t model_ctx = s->backend_->model_info().max_context;

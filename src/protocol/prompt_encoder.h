@@ -104,10 +104,13 @@ absl::StatusOr<EncodedPrompt> EncodePrompt(const Conversation& conversation,
 
 // Maps pieces to ids with the tokenizer: special pieces via Tokenizer::TokenId(), text pieces with
 // Tokenizer::EncodeTemplate() (plain text, added tokens never matched; parallel on `pool` for long
-// prompts). Error: NotFound naming a special token the tokenizer does not know.
+// prompts). With `max_tokens`, the tokenizer stops as soon as the prompt provably has more ids
+// (Tokenizer::EncodeTemplateAtMost). Errors: NotFound naming a special token the tokenizer does
+// not know; OutOfRange "more than <max_tokens> tokens" when the limit is exceeded.
 absl::StatusOr<std::vector<int32_t>> PromptToIds(const EncodedPrompt& prompt,
                                                  const Tokenizer& tokenizer,
-                                                 ThreadPool* pool = nullptr);
+                                                 ThreadPool* pool = nullptr,
+                                                 size_t max_tokens = SIZE_MAX);
 
 }  // namespace deepinfer::protocol
 

@@ -12,7 +12,8 @@
 namespace deepinfer::protocol {
 
 absl::StatusOr<std::vector<int32_t>> PromptToIds(const EncodedPrompt& prompt,
-                                                 const Tokenizer& tokenizer, ThreadPool* pool) {
+                                                 const Tokenizer& tokenizer, ThreadPool* pool,
+                                                 size_t max_tokens) {
   std::vector<TemplatePiece> pieces;
   pieces.reserve(prompt.pieces.size());
   for (const PromptPiece& p : prompt.pieces) {
@@ -27,7 +28,9 @@ absl::StatusOr<std::vector<int32_t>> PromptToIds(const EncodedPrompt& prompt,
       pieces.push_back(TemplatePiece::Text(p.text));
     }
   }
-  return tokenizer.EncodeTemplate(pieces, pool);
+  std::optional<std::vector<int32_t>> ids = tokenizer.EncodeTemplateAtMost(pieces, max_tokens, pool);
+  if (!ids) return absl::OutOfRangeError(absl::StrCat("more than ", max_tokens, " tokens"));
+  return *std::move(ids);
 }
 
 absl::StatusOr<MarkerIds> MarkerIds::FromTokenizer(const Tokenizer& tokenizer) {

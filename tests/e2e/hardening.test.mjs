@@ -18,10 +18,18 @@ describe('hardening', { skip }, () => {
         client.completions.create({ model: 'm', prompt: 'a'.repeat(200000), max_tokens: 1 }),
         (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded' &&
                /200000 bytes of text, at least \d+ tokens/.test(e.message));
-      // A prompt under the bound still goes through the tokenizer's exact count.
+      // 3,000 bytes of punctuation (about a token a byte: under the byte bound of 512 tokens x the
+      // longest token, yet several times the context): the tokenizer stops once it
+      // has more ids than the context (memory bounded by the context).
       await assert.rejects(
-        client.completions.create({ model: 'm', prompt: 'Once '.repeat(600), max_tokens: 1 }),
-        (e) => e.code === 'context_length_exceeded' && /resulted in \d+ tokens/.test(e.message));
+        client.completions.create({ model: 'm', prompt: '!?,'.repeat(1000), max_tokens: 1 }),
+        (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded' &&
+               e.param === 'prompt' && /has more than 512 tokens/.test(e.message));
+      // Just over the context: the same early answer; at most the context, the exact count.
+      await assert.rejects(
+        client.completions.create({ model: 'm', prompt: 'Once '.repeat(520), max_tokens: 1 }),
+        (e) => e.code === 'context_length_exceeded' &&
+               /(has more than 512 tokens|resulted in \d+ tokens)/.test(e.message));
     } finally {
       assert.equal((await server.stop()).code, 0);
     }
