@@ -240,8 +240,10 @@ describe('shutdown with streams in flight', { skip }, () => {
     const msg = [{ role: 'user', content: 'hi' }];
     const streams = await Promise.all([
       open('completions', { prompt: 'Once upon a time', max_tokens: 400, ignore_eos: true }),
-      open('messages', { max_tokens: 400, messages: msg }),
-      open('responses', { max_output_tokens: 400, input: 'hi' }),
+      // min_tokens (vLLM's, masks EOS): a seeded random model may otherwise end early on some
+      // CPU's numerics, and the stream would finish before the shutdown it is meant to see.
+      open('messages', { max_tokens: 400, min_tokens: 400, messages: msg }),
+      open('responses', { max_output_tokens: 400, min_tokens: 400, input: 'hi' }),
     ]);
     await sleep(200);
     const exited = server.stop();
