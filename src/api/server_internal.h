@@ -5,6 +5,8 @@
 //   constraint_plan.cc    structured output of chat-like requests (response_format, forced tools)
 //   request_params.cc     SamplingParams from the API fields, with the context / KV checks
 //   request_pump.cc       submission, the streaming pump (disconnects, early stop), log + metrics
+//   request_metrics.cc    vLLM's per-request /metrics series (api/request_metrics.h)
+//   prompt_ids.cc         prompt tokenization under the context bound (byte bound, early exit)
 //   chat_handler.cc       POST /v1/chat/completions
 //   completion_handler.cc POST /v1/completions
 //   codec_handler.cc      POST /v1/responses, /v1/messages, /v1/messages/count_tokens
