@@ -881,6 +881,60 @@ TEST(DsV41Alt, BatchInvariance) {
   EXPECT_EQ(got, ref);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Prefix cache on V4.1 (KV-CACHE.md §5 via model.h SequenceChunk::replay_*): the engine's hit
+// rule caps a hit at L - (window + 6) (scheduler.cc; 134 for the released window, asserted from
+// the KvLayout here), and without a window snapshot it replays the encoder from the block before
+// the hit end over cached block KV. With dsv41-tiny-a's window 16 the replay's cone
+// (8 layers x 15 rows = 120) fits in the replayed 128-row block, so the logits after the hit
+// equal the uncached run bitwise.
+TEST(DsV41PrefixCache, EncoderReplayOverCachedBlocksEqualsUncached) {
+  SKIP_WITHOUT_SHARED();
+  auto model = LoadTiny(false);
+  EXPECT_EQ(model->kv_layout().window_tokens, model->config().window);
+  const std::vector<int32_t> p = Ints(ReadJson(GoldenDir() + "/prompt_300.json")["prompt"]);
+  const int64_t L = static_cast<int64_t>(p.size()), hit = 256, from = hit - kBlockTokens;
+  ASSERT_LE(hit, L - (model->config().window + 6));
+  Session ref(model.get(), L + 8);
+  ASSERT_OK_AND_ASSIGN(auto all, ref.Feed(p));
+  // A second sequence: the first two blocks copied from the first (the cache), no state.
+  Session s(model.get(), L + 8);
+  const int64_t bb = model->kv_layout().BlockBytes();
+  std::memcpy(s.view().block_base, ref.view().block_base, 2 * bb);
+  int64_t floor = from;
+  auto run = [&](int64_t start, int64_t end, LogitsMode mode,
+                 std::vector<float>* logits) -> absl::Status {
+    ForwardBatch b;
+    SequenceChunk c;
+    c.start_pos = start;
+    c.tokens = std::span<const int32_t>(p).subspan(start, end - start);
+    c.block_table = s.table(0);
+    c.state_slot = 0;
+    c.logits = mode;
+    c.replay_start = floor;
+    c.replay_until = start == floor ? hit : 0;
+    b.chunks.push_back(c);
+    ForwardOutput out;
+    RETURN_IF_ERROR(model->Forward(b, s.view(), &out));
+    *logits = std::move(out.logits);
+    return absl::OkStatus();
+  };
+  std::vector<float> replayed, after;
+  ASSERT_OK(run(from, hit, LogitsMode::kNone, &replayed));
+  ASSERT_OK(run(hit, L, LogitsMode::kAll, &after));
+  const int64_t V = model->config().vocab_size;
+  const std::vector<float> want(all.begin() + hit * V, all.end());
+  ASSERT_EQ(after.size(), want.size());
+  EXPECT_EQ(after, want);
+  // Control: no replay (the window state starts empty at the hit) is not the uncached run.
+  std::memset(s.view().state_base, 0, model->kv_layout().StateBytes());
+  floor = hit;
+  std::vector<float> no_replay;
+  ASSERT_OK(run(hit, L, LogitsMode::kAll, &no_replay));
+  EXPECT_NE(no_replay, want);
+}
+
 // ---------------------------------------------------------------------------------------------
 // DSpark (§5; speculative.md §3): the golden flow — prefill seeds the context rings, each
 // teacher-forced decode step at p = T + i (input greedy[i]) appends p, then a draft block with
