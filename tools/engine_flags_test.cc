@@ -68,5 +68,43 @@ TEST(EngineFlagsTest, ByteSizes) {
   EXPECT_THAT(ParseByteSize("f", "nanG"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+absl::StatusOr<engine::EngineConfig> ApplyDecoding(std::vector<std::string> args) {
+  FlagSet flags("serve");
+  AddDecodingFlags(flags);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  RETURN_IF_ERROR(flags.Parse(static_cast<int>(argv.size()), argv.data()));
+  engine::EngineConfig config;
+  RETURN_IF_ERROR(ApplyDecodingFlags(flags, &config));
+  return config;
+}
+
+TEST(DecodingFlagsTest, DefaultsAreJumpForwardOnAndNoSpeculation) {
+  ASSERT_OK_AND_ASSIGN(engine::EngineConfig c, ApplyDecoding({}));
+  EXPECT_TRUE(c.jump_forward);
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kNone);
+}
+
+TEST(DecodingFlagsTest, FlagsReachTheConfigAndBadValuesNameTheFlag) {
+  ASSERT_OK_AND_ASSIGN(engine::EngineConfig c,
+                       ApplyDecoding({"--no-jump-forward", "--speculative-method", "ngram",
+                                      "--num-speculative-tokens", "4", "--prompt-lookup-min", "1",
+                                      "--prompt-lookup-max", "3"}));
+  EXPECT_FALSE(c.jump_forward);
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kNgram);
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 4);
+  EXPECT_EQ(c.speculative.prompt_lookup_min, 1);
+  EXPECT_EQ(c.speculative.prompt_lookup_max, 3);
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "mtp"}));
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kMtp);
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 1);
+  EXPECT_THAT(ApplyDecoding({"--speculative-method", "eagle"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-method")));
+  EXPECT_THAT(ApplyDecoding({"--num-speculative-tokens", "6"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--num-speculative-tokens")));
+  EXPECT_THAT(ApplyDecoding({"--prompt-lookup-min", "4", "--prompt-lookup-max", "2"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--prompt-lookup-min")));
+}
+
 }  // namespace
 }  // namespace deepinfer::cli
