@@ -135,7 +135,8 @@ class BlockStoreConformance : public ::testing::Test {
   void ExpectDamagedIsMiss(const BlockMeta& victim, std::string_view bytes) {
     ASSERT_OK(store()->Put(victim, Payload(victim.key)));
     ASSERT_OK(backend_->WriteRaw(victim.key, bytes));
-    EXPECT_THAT(store()->Get(victim.key), ::deepinfer::testing::StatusIs(absl::StatusCode::kNotFound));
+    EXPECT_THAT(store()->Get(victim.key),
+                ::deepinfer::testing::StatusIs(absl::StatusCode::kNotFound));
     EXPECT_FALSE(Stored(victim.key)) << "a record failing its checks must be deleted";
     ASSERT_OK(store()->Put(victim, Payload(victim.key)));
     EXPECT_TRUE(GetsBack(victim));
@@ -155,7 +156,8 @@ TYPED_TEST_P(BlockStoreConformance, PutGetRoundTrip) {
 
 TYPED_TEST_P(BlockStoreConformance, MissesAreNotFound) {
   const BlockMeta m = Block(2, 0, kRootBlockKey);
-  EXPECT_THAT(this->store()->Get(m.key), ::deepinfer::testing::StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(this->store()->Get(m.key),
+              ::deepinfer::testing::StatusIs(absl::StatusCode::kNotFound));
   const BlockKey one[] = {m.key};
   EXPECT_EQ(this->Prefix(one), 0u);
   EXPECT_EQ(this->Prefix({}), 0u);

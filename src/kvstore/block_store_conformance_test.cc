@@ -2,12 +2,14 @@
 // (kvstore::KvStore in process) and on the store node (KvStoreClient -> KvStoreServer ->
 // KvStore over loopback TCP). The RADOS instantiation is in rados_store_test.cc (it needs the
 // throwaway Ceph cluster). Backend-specific tests beside these: fault_env_test.cc (disk full,
-// torn writes, crashes through FaultEnv), service_test.cc (the wire protocol), shared_store_test.cc.
+// torn writes, crashes through FaultEnv), service_test.cc (the wire protocol),
+// shared_store_test.cc.
+#include "kv/block_store_conformance.h"
+
 #include <filesystem>
 #include <fstream>
 #include <memory>
 
-#include "kv/block_store_conformance.h"
 #include "kvstore/client.h"
 #include "kvstore/service.h"
 #include "kvstore/store.h"

@@ -46,11 +46,13 @@ absl::StatusOr<RadosStoreConfig> ParseRadosUrl(std::string_view url) {
     return absl::InvalidArgumentError(absl::StrCat("'", u, "': missing or bad pool name"));
   }
   if (q != std::string_view::npos) {
-    for (absl::string_view kv_a : absl::StrSplit(AbslView(rest.substr(q + 1)), '&', absl::SkipEmpty())) {
+    for (absl::string_view kv_a :
+         absl::StrSplit(AbslView(rest.substr(q + 1)), '&', absl::SkipEmpty())) {
       const std::string_view kv = StdView(kv_a);
       const size_t eq = kv.find('=');
       if (eq == std::string_view::npos) {
-        return absl::InvalidArgumentError(absl::StrCat("'", u, "': '", AbslView(kv), "' is not KEY=VALUE"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", u, "': '", AbslView(kv), "' is not KEY=VALUE"));
       }
       const std::string_view key = kv.substr(0, eq);
       const std::string value(kv.substr(eq + 1));
@@ -68,8 +70,9 @@ absl::StatusOr<RadosStoreConfig> ParseRadosUrl(std::string_view url) {
               absl::StrCat("'", u, "': timeout_ms '", value, "' is not an integer"));
         }
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "'", u, "': unknown parameter '", AbslView(key), "' (known: conf, id, keyring, ns, timeout_ms)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", u, "': unknown parameter '", AbslView(key),
+                         "' (known: conf, id, keyring, ns, timeout_ms)"));
       }
     }
   }

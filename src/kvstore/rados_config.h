@@ -30,10 +30,10 @@ namespace deepinfer::kvstore {
 
 struct RadosStoreConfig {
   std::string pool;
-  std::string conf_path;          // "" = librados' default search
+  std::string conf_path;  // "" = librados' default search
   std::string client_id = "admin";
-  std::string keyring;            // "" = the conf's
-  std::string name_space;         // RADOS namespace ("" = the default one)
+  std::string keyring;     // "" = the conf's
+  std::string name_space;  // RADOS namespace ("" = the default one)
   // Deadline of each RADOS operation (and of connecting), milliseconds; >= 1000 (librados
   // counts whole seconds: rounded up).
   int64_t timeout_ms = 10000;

@@ -197,7 +197,8 @@ absl::Status RadosStore::Connect() {
   int r = rados_create(&cluster, config_.client_id.c_str());
   if (r < 0) return RadosError(r, "create handle", config_.timeout_ms);
   cluster_ = cluster;
-  r = rados_conf_read_file(cluster, config_.conf_path.empty() ? nullptr : config_.conf_path.c_str());
+  r = rados_conf_read_file(cluster,
+                           config_.conf_path.empty() ? nullptr : config_.conf_path.c_str());
   if (r < 0) {
     return absl::InvalidArgumentError(absl::StrCat("rados: cannot read ceph.conf '",
                                                    config_.conf_path, "': ", std::strerror(-r)));
@@ -215,15 +216,18 @@ absl::Status RadosStore::Connect() {
   (void)rados_conf_set(cluster, "log_to_stderr", "false");
   (void)rados_conf_set(cluster, "err_to_stderr", "false");
   (void)rados_conf_set(cluster, "log_file", "");
+  // No admin socket per client handle (two handles of one process would collide on its path).
+  (void)rados_conf_set(cluster, "admin_socket", "");
   r = rados_connect(cluster);
   if (r < 0) {
-    return RadosError(r, absl::StrCat("connect (client.", config_.client_id, ", conf '",
-                                      config_.conf_path, "')"),
-                      config_.timeout_ms);
+    return RadosError(
+        r, absl::StrCat("connect (client.", config_.client_id, ", conf '", config_.conf_path, "')"),
+        config_.timeout_ms);
   }
   rados_ioctx_t io = nullptr;
   r = rados_ioctx_create(cluster, config_.pool.c_str(), &io);
-  if (r < 0) return RadosError(r, absl::StrCat("open pool '", config_.pool, "'"), config_.timeout_ms);
+  if (r < 0)
+    return RadosError(r, absl::StrCat("open pool '", config_.pool, "'"), config_.timeout_ms);
   io_ = io;
   if (!config_.name_space.empty()) rados_ioctx_set_namespace(io, config_.name_space.c_str());
   return absl::OkStatus();
@@ -277,8 +281,8 @@ absl::Status RadosStore::RemoveIfVersion(const std::string& name, uint64_t versi
   rados_write_op_t op = rados_create_write_op();
   rados_write_op_assert_version(op, version);
   rados_write_op_remove(op);
-  const int r = rados_write_op_operate2(op, Io(io_), name.c_str(), nullptr,
-                                        LIBRADOS_OPERATION_FULL_FORCE);
+  const int r =
+      rados_write_op_operate2(op, Io(io_), name.c_str(), nullptr, LIBRADOS_OPERATION_FULL_FORCE);
   rados_release_write_op(op);
   if (r == 0) return absl::OkStatus();
   if (r == -ENOENT) return absl::NotFoundError(name);
@@ -303,8 +307,8 @@ absl::Status RadosStore::Put(const kv::BlockMeta& meta, std::string_view payload
     rados_write_op_write_full(op, record.data(), record.size());
     rados_write_op_setxattr(op, kMetaXattr, meta_x.data(), meta_x.size());
     rados_write_op_setxattr(op, kUsedXattr, used.data(), used.size());
-    int r = rados_write_op_operate2(op, Io(io_), name.c_str(), nullptr,
-                                    LIBRADOS_OPERATION_FULL_TRY);
+    int r =
+        rados_write_op_operate2(op, Io(io_), name.c_str(), nullptr, LIBRADOS_OPERATION_FULL_TRY);
     rados_release_write_op(op);
     if (r == -EEXIST) {
       // Stored already (by us or another engine): refresh its last use instead.
@@ -427,7 +431,13 @@ absl::StatusOr<size_t> RadosStore::LongestPrefix(std::span<const BlockKey> chain
 
 absl::Status RadosStore::Delete(const BlockKey& key) {
   const std::string name = ObjectName(key);
-  const int r = rados_remove(Io(io_), name.c_str());
+  // FULL_FORCE: a delete frees space, so it must go through on a full pool (a plain
+  // rados_remove waits there until the deadline).
+  rados_write_op_t op = rados_create_write_op();
+  rados_write_op_remove(op);
+  const int r = rados_write_op_operate2(op, Io(io_), name.c_str(), nullptr,
+                                        LIBRADOS_OPERATION_FULL_FORCE);
+  rados_release_write_op(op);
   if (r == 0) deleted_.fetch_add(1, std::memory_order_relaxed);
   if (r == 0 || r == -ENOENT) return absl::OkStatus();
   return RadosError(r, absl::StrCat("delete ", name), config_.timeout_ms);
@@ -489,8 +499,7 @@ GcResult RadosStore::RunGc() {
     evicted_ttl_.fetch_add(result.evicted_ttl, std::memory_order_relaxed);
     evicted_watermark_.fetch_add(result.evicted_watermark, std::memory_order_relaxed);
     gc_runs_.fetch_add(1, std::memory_order_relaxed);
-    gc_nanos_.fetch_add(static_cast<uint64_t>(MonotonicNanos() - start),
-                        std::memory_order_relaxed);
+    gc_nanos_.fetch_add(static_cast<uint64_t>(MonotonicNanos() - start), std::memory_order_relaxed);
     return result;
   };
   // 1. List the pool (only names that are block keys: the pool may hold nothing else of ours).

@@ -257,6 +257,52 @@ TEST(RadosStoreDeadline, OperationsOnAnInactivePoolFailUnavailableInTime) {
   }
 }
 
+// The RADOS counterpart of the directory store's disk-full test (FaultInjectionTest.
+// NoSpaceFailsThePutAndLeavesNothing): a pool over its quota fails puts with ResourceExhausted
+// right away (FULL_TRY: never blocked until the deadline), reads and deletes keep working, and
+// puts succeed again once the quota is lifted. Own pool `kvfull` (quotas are per pool).
+TEST(RadosStoreFull, APoolOverItsQuotaFailsPutsCleanly) {
+  if (!cluster->owned()) GTEST_SKIP() << "adopted cluster: not creating pools in it";
+  ASSERT_EQ(cluster->Ceph("osd pool create kvfull 4 4 erasure ec21"), 0);
+  ASSERT_EQ(cluster->Ceph("osd pool set kvfull min_size 2"), 0);
+  ASSERT_EQ(cluster->Ceph("osd pool application enable kvfull deepinfer"), 0);
+  FakeClock clock(kStart);
+  RadosStoreConfig c = cluster->Config("", /*timeout_ms=*/20000);
+  c.pool = "kvfull";
+  c.client_id = "admin";  // client.deepinfer may use pool kv only
+  auto store = RadosStore::Open(c, &clock);
+  ASSERT_OK(store.status());
+  const auto first = Block(8, 0, kv::kRootBlockKey);
+  ASSERT_OK((*store)->Put(first, Payload(first.key)));
+  ASSERT_EQ(cluster->Ceph("osd pool set-quota kvfull max_objects 1"), 0);
+  // The monitor flags the pool full once the manager reports its usage (seconds).
+  absl::Status last;
+  int i = 0;
+  Stopwatch sw;
+  for (; sw.ElapsedSeconds() < 60; ++i) {
+    const auto m = Block(9, i, kv::kRootBlockKey);
+    Stopwatch op;
+    last = (*store)->Put(m, Payload(m.key));
+    EXPECT_LT(op.ElapsedSeconds(), 15.0) << "a put on a full pool must not wait for space";
+    if (absl::IsResourceExhausted(last)) break;
+    ASSERT_OK(last) << "a put either succeeds or fails ResourceExhausted";
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_THAT(last, StatusIs(absl::StatusCode::kResourceExhausted));
+  ASSERT_OK_AND_ASSIGN(kv::StoredBlock b, (*store)->Get(first.key));
+  EXPECT_EQ(b.payload, Payload(first.key));
+  EXPECT_OK((*store)->Delete(first.key));  // freeing space works on a full pool
+  ASSERT_EQ(cluster->Ceph("osd pool set-quota kvfull max_objects 0"), 0);
+  absl::Status again;
+  for (Stopwatch w; w.ElapsedSeconds() < 60;) {
+    const auto m = Block(10, 0, kv::kRootBlockKey);
+    again = (*store)->Put(m, Payload(m.key));
+    if (again.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_OK(again);
+}
+
 // Degraded reads: kill one of the three OSDs (SIGKILL, its memstore is lost) while a writer
 // runs. k=2 m=1 with min_size 2: every block written before reads back byte-identical, writes
 // either succeed or fail cleanly, and nothing ever reads back wrong. Then the OSD is replaced
