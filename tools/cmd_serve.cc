@@ -195,6 +195,13 @@ int RunServe(int argc, char** argv) {
   }
   api_options.api_key = flags.GetString("api-key");
   api_options.max_model_len = max_model_len_flag;
+  // vLLM's --generation-config auto: the model's generation_config.json fills omitted fields.
+  absl::StatusOr<api::SamplingDefaults> generation = api::ReadGenerationConfig(model_dir);
+  if (!generation.ok()) return Fail(generation.status());
+  if (!generation->empty()) {
+    LOG(INFO) << "sampling defaults from generation_config.json: " << generation->Describe();
+  }
+  api_options.sampling_defaults = *generation;
   api::ApiServer api_server(engine->get(), tokenizer->get(), api_options);
   if (!api_server.chat_unavailable_reason().empty()) {
     LOG(WARNING) << api_server.chat_unavailable_reason();
