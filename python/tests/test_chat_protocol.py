@@ -72,6 +72,14 @@ def test_chat_thinking_and_stream(demo_llm):
     assert last.finished
     assert last.outputs[0].reasoning_content == whole.reasoning_content
     assert last.outputs[0].text == whole.text
+    # A forced tool with thinking on: reasoning first, then the call (</think> is forced in time,
+    # as the server does; DeepSeek's API would answer 400).
+    o = demo_llm.chat([{"role": "user", "content": "Weather in Oslo?"}],
+                      SamplingParams(temperature=0.8, seed=9, max_tokens=96), tools=[WEATHER],
+                      tool_choice="required", thinking=True)[0].outputs[0]
+    assert o.finish_reason == "tool_calls", o
+    assert o.tool_calls and o.tool_calls[0].name == "get_weather"
+    jsonschema.validate(json.loads(o.tool_calls[0].arguments), WEATHER["function"]["parameters"])
 
 
 # ---- deepinfer.protocol against the real server ----

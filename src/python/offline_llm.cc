@@ -155,6 +155,7 @@ absl::StatusOr<std::unique_ptr<OfflineBatch>> OfflineLLM::StartChat(
     }
     // SamplingParams.stop wins over the body's (chat() builds the body without one).
     if (!per[i].stop.empty()) e->parser_options.stop = per[i].stop;
+    e->parser_options.min_tokens = per[i].engine.min_tokens;  // stop strings wait for it
     RETURN_IF_ERROR(Annotate(encoder_->ApplyConstraint(*e, *llm_->grammar_compiler(),
                                                        model_info().eos_token_ids, &per[i].engine),
                              absl::StrCat("conversation ", i)));

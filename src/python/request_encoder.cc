@@ -173,6 +173,8 @@ absl::StatusOr<EncodedRequest> RequestEncoder::Encode(RequestApi api, std::strin
   out.parser_options.start = out.prompt.start;
   out.parser_options.forced_tool_name = out.prompt.forced_tool_name;
   out.parser_options.stop = req.stop;
+  // parallel_tool_calls false: the stream ends with the first call (the handlers' rule).
+  out.parser_options.max_tool_calls = req.parallel_tool_calls ? 0 : 1;
   std::vector<std::string> declared;
   for (const protocol::ToolDefinition& t : conv.tools) declared.push_back(t.name);
   out.parser_options.declared_tools = std::move(declared);
@@ -201,6 +203,11 @@ absl::Status RequestEncoder::ApplyConstraint(const EncodedRequest& encoded,
     params->grammar_blocked_before.push_back(markers_.eos);
     if (tokenizer_->eos_id() >= 0) params->grammar_blocked_before.push_back(tokenizer_->eos_id());
     params->grammar_blocked_before.push_back(markers_.dsml);
+    // A forced call must not be swallowed by reasoning that would not end in time: `</think>`
+    // is forced once the tokens left only fit the shortest call (response_format: reasoning may
+    // use max_tokens up, as vLLM).
+    params->grammar_trigger_reserve =
+        encoded.constraint->kind == structured::ConstraintSpec::Kind::kToolCalls;
   }
   return absl::OkStatus();
 }
