@@ -6,7 +6,9 @@
 //     `</think>`; the call parses and validates with ajv, stream equals non-stream. With `</think>`
 //     biased away the reasoning never ends by itself, so only the forced `</think>` (tokens left
 //     would no longer fit the call) can produce the call.
-//   * reasoning budgets: vLLM's thinking_token_budget on Chat (reasoning tokens <= budget + 1);
+//   * reasoning budgets: vLLM's thinking_token_budget on Chat (reasoning tokens <= budget + 1),
+//     Messages thinking.budget_tokens (the reply goes past the thinking within max_tokens);
+//   * generation_config.json defaults (temperature 0 there: seeds stop mattering);
 //   * min_tokens holds back stop strings (Chat, Messages), stop_token_ids on Responses and
 //     Messages;
 //   * image parts are a 400 in each API's error shape.
@@ -77,6 +79,38 @@ async function streamedChat(client, req) {
   }
   return out;
 }
+
+describe('generation_config.json defaults for omitted sampling fields', { skip }, () => {
+  let server;
+  let tmp;
+  before(async () => {
+    // The demo checkpoint's files (symlinked) plus a generation_config.json asking for greedy
+    // decoding: requests that omit temperature must then not depend on their seed.
+    tmp = fs.mkdtempSync(path.join(path.dirname(dir), 'gen-config-'));
+    for (const f of fs.readdirSync(dir)) fs.symlinkSync(path.join(dir, f), path.join(tmp, f));
+    fs.writeFileSync(path.join(tmp, 'generation_config.json'), JSON.stringify({ temperature: 0, top_p: 0.5 }));
+    server = await startServer(tmp, ['--served-model-name', 'demo', '--prefix-cache-mode', 'exact']);
+  });
+  after(async () => {
+    await server?.stop();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+  test('temperature from generation_config.json: seeds do not matter; a sent temperature wins', async () => {
+    const client = new OpenAI({ baseURL: server.baseURL, apiKey: 'unused', maxRetries: 0 });
+    const req = { model: 'demo', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 12,
+                  thinking: { type: 'disabled' } };
+    const texts = [];
+    for (const seed of [1, 2, 3]) {
+      texts.push((await client.chat.completions.create({ ...req, seed })).choices[0].message.content);
+    }
+    assert.equal(new Set(texts).size, 1, JSON.stringify(texts));
+    const sampled = [];
+    for (const seed of [1, 2, 3, 4]) {
+      sampled.push((await client.chat.completions.create({ ...req, seed, temperature: 1, top_p: 1 })).choices[0].message.content);
+    }
+    assert.ok(new Set(sampled).size > 1, 'temperature 1 sent by the client samples');
+  });
+});
 
 describe('thinking + forced tools, budgets, min_tokens, stop_token_ids, images', { skip }, () => {
   let server;
@@ -171,6 +205,20 @@ describe('thinking + forced tools, budgets, min_tokens, stop_token_ids, images',
       const strip = (msg) => msg.content.map(({ id, ...rest }) => rest);
       assert.deepEqual(strip(final), strip(m));
     }
+  });
+
+  test('Messages: thinking.budget_tokens ends the reasoning before max_tokens', async () => {
+    // The random model practically never closes `</think>` by itself (README "demo"); with the
+    // budget the server forces it after 1024 reasoning tokens, so the reply goes on past the
+    // thinking block (text, a tool call, or end_turn) within max_tokens.
+    const m = await anthropic.messages.create({
+      model: 'demo', max_tokens: 1064, temperature: 1, seed: 11,
+      thinking: { type: 'enabled', budget_tokens: 1024 },
+      messages: [{ role: 'user', content: 'Think, then answer.' }],
+    });
+    assert.equal(m.content[0]?.type, 'thinking', JSON.stringify(m.content).slice(0, 200));
+    assert.ok(m.stop_reason !== 'max_tokens' || m.content.some((b) => b.type !== 'thinking'),
+      `reasoning used the whole max_tokens: ${m.stop_reason} ${m.usage.output_tokens}`);
   });
 
   test('min_tokens holds back stop strings (Chat, Messages): at least min_tokens tokens', async () => {
