@@ -260,6 +260,7 @@ TEST(GrammarConstraintTrigger, BudgetAndReserveForceTheTrigger) {
   ASSERT_TRUE(e.Sync(out3));
   EXPECT_TRUE(e.Active());
   EXPECT_EQ(allowed(e, 50), "++++++-++");
+  EXPECT_TRUE(e.ForcedTokens(10).empty());
   EXPECT_FALSE(e.Terminated());
   // A budget needs a trigger.
   SamplingParams bad;
