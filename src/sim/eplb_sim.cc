@@ -5,7 +5,9 @@
 // expected picks N·p_e with p = softmax(z) capped at 1/K (water-filling), N = EP x tokens per
 // rank x K; the multinomial is approximated per expert by a normal with variance N p (1 - p),
 // rounded and clamped at 0 [OURS: cheaper than drawing N picks]. Rank load = Σ over its slots of
-// count_e / cnt_e (the even split that the §2.5 replica rule approximates).
+// count_e / cnt_e (the even split that the §2.5 replica rule approximates). Rank time (§2.4):
+// decode = active slots x expert weight read + rows x per-row compute (EplbRankTimes in
+// eplb_sim.h); prefill = rows x per-row compute, so its moe_lb_time equals moe_lb.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -14,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "cluster/eplb.h"
 #include "cluster/rng.h"
+#include "common/check.h"
 #include "common/status.h"
+#include "sim/eplb_sim.h"
 #include "sim/sim.h"
 
 namespace deepinfer::sim {
@@ -56,10 +60,23 @@ double Quantile(std::vector<double> v, double q) {
 
 }  // namespace
 
+void EplbRankTimes(const cluster::EplbPlacement& pl, std::span<const int64_t> counts, int ep,
+                   double expert_read_us, double row_compute_us, std::vector<double>& out) {
+  CHECK_EQ(pl.phy2log.size(), static_cast<size_t>(ep) * pl.slots_per_rank);
+  out.assign(ep, 0.0);
+  for (size_t p = 0; p < pl.phy2log.size(); ++p) {
+    const int e = pl.phy2log[p];
+    const int64_t n = pl.logcnt[e], j = pl.phy_replica[p];
+    const int64_t rows = counts[e] / n + (j < counts[e] % n ? 1 : 0);
+    if (rows > 0) out[p / pl.slots_per_rank] += expert_read_us + rows * row_compute_us;
+  }
+}
+
 absl::Status RunEplbSim(const ConfigReader& root, Results& results) {
   RETURN_IF_ERROR(root.RejectUnknown({"mode", "seed", "role", "experts", "top_k", "layers", "ep",
                                       "steps", "tokens_per_rank", "s_zipf", "sigma_b", "sigma_d",
-                                      "redundant_per_rank", "window", "period", "oracle"}));
+                                      "redundant_per_rank", "window", "period", "oracle",
+                                      "expert_read_us", "row_compute_us"}));
   ASSIGN_OR_RETURN(int64_t seed, root.Int("seed", 1, 0, INT64_MAX));
   ASSIGN_OR_RETURN(std::string role, root.String("role", "prefill"));
   if (role != "prefill" && role != "decode") {
@@ -81,6 +98,11 @@ absl::Status RunEplbSim(const ConfigReader& root, Results& results) {
   ASSIGN_OR_RETURN(int64_t w, root.Int("window", ec.window_steps, 1, 10'000'000));
   ASSIGN_OR_RETURN(int64_t m, root.Int("period", ec.period_steps, 1, 10'000'000));
   ASSIGN_OR_RETURN(bool oracle, root.Bool("oracle", true));
+  // Time model (§2.4); defaults from V4.1-Flash shapes on H800 (eplb_sim.h). Prefill is compute
+  // bound: a read of each expert is amortised over thousands of rows, so time ∝ rows.
+  ASSIGN_OR_RETURN(double t_read, root.Number("expert_read_us",
+                                              role == "decode" ? kDefaultExpertReadUs : 0, 0, 1e6));
+  ASSIGN_OR_RETURN(double t_row, root.Number("row_compute_us", kDefaultRowComputeUs, 1e-9, 1e6));
   if (steps <= m) {
     return absl::InvalidArgumentError(
         absl::StrCat("steps: must exceed period (", m, ") so that EPLB is measured"));
@@ -104,7 +126,8 @@ absl::Status RunEplbSim(const ConfigReader& root, Results& results) {
       cluster::ContiguousPlacement(static_cast<int>(experts), static_cast<int>(ep), flat_spr);
   const double n_picks = static_cast<double>(ep * tpr * k);
   cluster::MoeLbAccumulator acc_flat, acc_eplb, acc_oracle;
-  std::vector<double> ratios_eplb, loads;
+  cluster::MoeLbAccumulator time_flat, time_eplb, time_oracle;
+  std::vector<double> ratios_eplb, loads, times;
   std::vector<int64_t> all_counts(layers * experts);
   std::vector<double> worst_layer(layers, 0.0);
   results.Table("eplb_steps", {"step", "moe_lb_no_eplb", "moe_lb_eplb"});
@@ -128,10 +151,15 @@ absl::Status RunEplbSim(const ConfigReader& root, Results& results) {
       if (!measured) continue;
       RankLoads(flat, counts, static_cast<int>(ep), loads);
       acc_flat.Add(loads);
+      EplbRankTimes(flat, counts, static_cast<int>(ep), t_read, t_row, times);
+      time_flat.Add(times);
       step_max_flat += *std::max_element(loads.begin(), loads.end());
       step_mean_flat += std::accumulate(loads.begin(), loads.end(), 0.0) / ep;
-      RankLoads(ctl.placement(static_cast<int>(l)), counts, static_cast<int>(ep), loads);
+      const cluster::EplbPlacement& cur = ctl.placement(static_cast<int>(l));
+      RankLoads(cur, counts, static_cast<int>(ep), loads);
       acc_eplb.Add(loads);
+      EplbRankTimes(cur, counts, static_cast<int>(ep), t_read, t_row, times);
+      time_eplb.Add(times);
       const double mx = *std::max_element(loads.begin(), loads.end());
       const double mean = std::accumulate(loads.begin(), loads.end(), 0.0) / ep;
       step_max_e += mx;
@@ -144,6 +172,8 @@ absl::Status RunEplbSim(const ConfigReader& root, Results& results) {
         RETURN_IF_ERROR(op.status());
         RankLoads(*op, counts, static_cast<int>(ep), loads);
         acc_oracle.Add(loads);
+        EplbRankTimes(*op, counts, static_cast<int>(ep), t_read, t_row, times);
+        time_oracle.Add(times);
       }
     }
     ctl.RecordStep(all_counts);
@@ -152,10 +182,13 @@ absl::Status RunEplbSim(const ConfigReader& root, Results& results) {
                                  Fmt(step_max_e / step_mean_e)});
     }
   }
-  results.Table("eplb", {"variant", "moe_lb", "p99_step_layer_ratio"});
-  results.Row("eplb", {"no_eplb", Fmt(acc_flat.Value()), ""});
-  results.Row("eplb", {"eplb", Fmt(acc_eplb.Value()), Fmt(Quantile(ratios_eplb, 0.99))});
-  if (oracle) results.Row("eplb", {"oracle", Fmt(acc_oracle.Value()), ""});
+  results.Table("eplb", {"variant", "moe_lb", "moe_lb_time", "p99_step_layer_ratio"});
+  results.Row("eplb", {"no_eplb", Fmt(acc_flat.Value()), Fmt(time_flat.Value()), ""});
+  results.Row("eplb", {"eplb", Fmt(acc_eplb.Value()), Fmt(time_eplb.Value()),
+                       Fmt(Quantile(ratios_eplb, 0.99))});
+  if (oracle) {
+    results.Row("eplb", {"oracle", Fmt(acc_oracle.Value()), Fmt(time_oracle.Value()), ""});
+  }
   nlohmann::json& sum = results.summary();
   sum["mode"] = "eplb";
   sum["role"] = role;
@@ -165,6 +198,9 @@ absl::Status RunEplbSim(const ConfigReader& root, Results& results) {
   sum["replacements"] = ctl.replacements();
   sum["moe_lb"] = {{"no_eplb", acc_flat.Value()}, {"eplb", acc_eplb.Value()}};
   if (oracle) sum["moe_lb"]["oracle"] = acc_oracle.Value();
+  sum["moe_lb_time"] = {{"no_eplb", time_flat.Value()}, {"eplb", time_eplb.Value()}};
+  if (oracle) sum["moe_lb_time"]["oracle"] = time_oracle.Value();
+  sum["time_model"] = {{"expert_read_us", t_read}, {"row_compute_us", t_row}};
   sum["measured_steps"] = std::max<int64_t>(0, steps - m);
   sum["invariants_pass"] = true;
   return absl::OkStatus();

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "nlohmann/json.hpp"
+#include "cluster/eplb.h"
+#include "sim/eplb_sim.h"
 #include "sim/exp2.h"
 
 namespace deepinfer::sim {
@@ -162,6 +164,51 @@ TEST(SimTest, EplbSmokePrefillEp4) {
   EXPECT_LE(eplb - 1.0, 0.5 * (none - 1.0));
   EXPECT_LE(oracle, 1.02);
   EXPECT_LE(oracle, eplb);
+}
+
+// Decode time model (§2.4) on a hand-built map: 2 ranks x 2 slots, experts {0, 1 | 0, 2}, expert
+// 0 replicated (replica 0 on rank 0, replica 1 on rank 1); read 10 µs, 1 µs per row.
+// Layer A, rows [3, 5, 2]: expert 0 splits 2 / 1. Rank 0 = 2 reads + (2 + 5) rows = 27; rank 1
+// = 2 reads + (1 + 2) = 23 (token loads 6.5 / 3.5, ratio 1.3; time ratio 27 / 25 = 1.08).
+// Layer B, rows [1, 0, 4]: expert 0's only row goes to replica 0; expert 1 idle. Rank 0 = 1 read
+// + 1 = 11; rank 1 = 1 read + 4 = 14. moe_lb_time = (27 + 14) / (25 + 12.5) = 41 / 37.5.
+TEST(SimTest, EplbDecodeTimeModelHandComputed) {
+  cluster::EplbPlacement pl;
+  pl.phy2log = {0, 1, 0, 2};
+  pl.phy_replica = {0, 0, 1, 0};
+  pl.logcnt = {2, 1, 1};
+  pl.log2phy = {{0, 2}, {1}, {3}};
+  pl.slots_per_rank = 2;
+  std::vector<double> t;
+  cluster::MoeLbAccumulator acc;
+  const std::vector<int64_t> a = {3, 5, 2}, b = {1, 0, 4};
+  EplbRankTimes(pl, a, 2, 10.0, 1.0, t);
+  EXPECT_EQ(t, (std::vector<double>{27.0, 23.0}));
+  acc.Add(t);
+  EplbRankTimes(pl, b, 2, 10.0, 1.0, t);
+  EXPECT_EQ(t, (std::vector<double>{11.0, 14.0}));
+  acc.Add(t);
+  EXPECT_DOUBLE_EQ(acc.Value(), 41.0 / 37.5);
+  // Prefill form (no read term): time ∝ rows, so the ratio is the token one, 6.5 / 5.
+  EplbRankTimes(pl, a, 2, 0.0, 1.0, t);
+  EXPECT_EQ(t, (std::vector<double>{7.0, 3.0}));
+}
+
+// A small decode run reports moe_lb_time (a max/mean ratio, so >= 1) for every variant and the
+// time constants it used; a bad time constant is rejected naming the field.
+TEST(SimTest, EplbReportsTimeBasedMoeLb) {
+  const std::string dir = TmpDir("eplb_time");
+  const char* cfg = R"({"mode": "eplb", "role": "decode", "ep": 8, "layers": 1, "steps": 60,
+                        "window": 20, "period": 20, "tokens_per_rank": 8, "seed": 3})";
+  ASSERT_TRUE(RunSimulation(cfg, dir).ok());
+  const nlohmann::json s = Summary(dir);
+  for (const char* v : {"no_eplb", "eplb", "oracle"}) {
+    ASSERT_TRUE(s["moe_lb_time"].contains(v)) << v;
+    EXPECT_GE(s["moe_lb_time"][v].get<double>(), 1.0) << v;
+  }
+  EXPECT_DOUBLE_EQ(s["time_model"]["expert_read_us"].get<double>(), kDefaultExpertReadUs);
+  const auto rc = RunSimulation(R"({"mode": "eplb", "row_compute_us": -1})", dir);
+  EXPECT_NE(std::string(rc.message()).find("row_compute_us"), std::string::npos) << rc;
 }
 
 
