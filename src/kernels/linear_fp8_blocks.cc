@@ -75,8 +75,8 @@ Fp8BlocksView SliceFp8BlocksRows(const Fp8BlocksView& w, int64_t row_begin, int6
   Fp8BlocksView s = w;
   s.data = w.data + row_begin * w.cols;
   const int64_t skip = (row_begin / w.block_rows) * w.scale_cols();
-  s.scales = static_cast<const uint8_t*>(w.scales) +
-             skip * (w.scale_dtype == ScaleDType::kF32 ? 4 : 1);
+  s.scales =
+      static_cast<const uint8_t*>(w.scales) + skip * (w.scale_dtype == ScaleDType::kF32 ? 4 : 1);
   s.rows = count;
   return s;
 }

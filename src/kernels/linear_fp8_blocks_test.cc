@@ -75,7 +75,7 @@ std::vector<float> RandomVector(int64_t n, std::mt19937& rng) {
 }
 
 std::vector<float> RunFp8(const std::vector<float>& x, int64_t M, const Fp8BlocksView& w,
-                       const LinearOptions& opt, ThreadPool* pool) {
+                          const LinearOptions& opt, ThreadPool* pool) {
   Workspace ws;
   const size_t bytes = LinearFp8BlocksWorkspaceBytes(M, w, opt, pool);
   std::vector<float> y(M * w.rows, -7.0f);
@@ -90,7 +90,8 @@ struct Shape {
 TEST(LinearFp8BlocksTest, DecodeMatchesDefinition) {
   std::mt19937 rng(3);
   for (ScaleDType sdt : {ScaleDType::kE8M0, ScaleDType::kF32}) {
-    for (const Shape s : {Shape{33, 70, 32, 32}, Shape{5, 200, 16, 48}, Shape{130, 129, 128, 128}}) {
+    for (const Shape s :
+         {Shape{33, 70, 32, 32}, Shape{5, 200, 16, 48}, Shape{130, 129, 128, 128}}) {
       Fp8Weight w = MakeWeight(s.N, s.K, s.br, s.bc, sdt, rng);
       std::vector<float> got(s.N * s.K);
       DequantizeFp8BlocksRows(w.view, 0, s.N, got.data());
@@ -121,7 +122,7 @@ TEST(LinearFp8BlocksTest, DecodeMatchesDefinition) {
 TEST(LinearFp8BlocksTest, MatchesReferenceAndDequantisedLinearBitwise) {
   std::mt19937 rng(11);
   ThreadPool pool(3);
-  const Shape shapes[] = {{1, 31, 32, 32},   {33, 65, 32, 32},  {70, 200, 32, 32},
+  const Shape shapes[] = {{1, 31, 32, 32},   {33, 65, 32, 32},     {70, 200, 32, 32},
                           {129, 97, 32, 32}, {200, 130, 128, 128}, {45, 301, 16, 48}};
   for (ScaleDType sdt : {ScaleDType::kE8M0, ScaleDType::kF32}) {
     for (const Shape& s : shapes) {

@@ -101,9 +101,8 @@ void BM_DsV41Prefill(benchmark::State& state) {
     CHECK(logits.ok()) << logits.status();
     benchmark::DoNotOptimize(logits->data());
   }
-  state.counters["tok_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * kPrompt),
-                         benchmark::Counter::kIsRate);
+  state.counters["tok_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * kPrompt), benchmark::Counter::kIsRate);
   state.counters["keep"] = static_cast<double>(model->prefill_truncation_keep());
   state.counters["rss_MB"] = RssMb();
   state.SetLabel(compact ? "compact" : "none");
@@ -130,8 +129,8 @@ void BM_DsV41DecodeBatch1(benchmark::State& state) {
     auto logits = session->Feed(std::span<const int32_t>(&token, 1), 0, 0, {}, LogitsMode::kLast);
     CHECK(logits.ok());
     ++pos;
-    token = static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) -
-                                 logits->begin());
+    token =
+        static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
     benchmark::DoNotOptimize(token);
   }
   const double active = static_cast<double>(model->info().active_weight_bytes_per_token);

@@ -92,8 +92,7 @@ absl::StatusOr<EngramHasher> EngramHasher::Load(const Config& c, const std::stri
       }
       for (size_t li = 0; li < ids.size(); ++li) {
         EngramLayerHash& L = h.layers_[li];
-        if (ids[li] != L.layer_id ||
-            static_cast<int64_t>(mults[li].size()) != c.engram_max_ngram) {
+        if (ids[li] != L.layer_id || static_cast<int64_t>(mults[li].size()) != c.engram_max_ngram) {
           return absl::InvalidArgumentError(absl::StrCat(path, ": bad entry for layer ", ids[li]));
         }
         std::vector<int64_t> flat;
@@ -109,9 +108,8 @@ absl::StatusOr<EngramHasher> EngramHasher::Load(const Config& c, const std::stri
     }
   } else {
     for (EngramLayerHash& L : h.layers_) {
-      ASSIGN_OR_RETURN(L.multipliers,
-                       EngramMultipliers(L.layer_id, c.engram_compressed_vocab,
-                                         static_cast<int>(c.engram_max_ngram)));
+      ASSIGN_OR_RETURN(L.multipliers, EngramMultipliers(L.layer_id, c.engram_compressed_vocab,
+                                                        static_cast<int>(c.engram_max_ngram)));
     }
     EngramTokenMapSource source;
     {
@@ -124,30 +122,27 @@ absl::StatusOr<EngramHasher> EngramHasher::Load(const Config& c, const std::stri
     }
     ASSIGN_OR_RETURN(EngramTokenMap derived, source(dir));
     if (derived.num_keys != c.engram_compressed_vocab) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          dir, ": the tokenizer's Engram token map has ", derived.num_keys,
-          " keys but config.json engram_compressed_vocab_size is ", c.engram_compressed_vocab,
-          " (wrong tokenizer for this checkpoint?)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, ": the tokenizer's Engram token map has ", derived.num_keys,
+                       " keys but config.json engram_compressed_vocab_size is ",
+                       c.engram_compressed_vocab, " (wrong tokenizer for this checkpoint?)"));
     }
     h.token_map_ = std::move(derived.map);
     if (static_cast<int64_t>(h.token_map_.size()) > c.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(dir, ": the tokenizer has ",
-                                                     h.token_map_.size(),
-                                                     " ids, more than the model's vocab ",
-                                                     c.vocab_size));
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, ": the tokenizer has ", h.token_map_.size(),
+                       " ids, more than the model's vocab ", c.vocab_size));
     }
     // Embedding rows past the tokenizer's ids (DeepSeek pads 128 815 ids to 129 280 rows) are
     // never produced by it; they hash as the pad token.
-    const int32_t pad =
-        c.engram_pad_token_id < static_cast<int64_t>(h.token_map_.size())
-            ? h.token_map_[static_cast<size_t>(c.engram_pad_token_id)]
-            : 0;
+    const int32_t pad = c.engram_pad_token_id < static_cast<int64_t>(h.token_map_.size())
+                            ? h.token_map_[static_cast<size_t>(c.engram_pad_token_id)]
+                            : 0;
     h.token_map_.resize(static_cast<size_t>(c.vocab_size), pad);
   }
   if (static_cast<int64_t>(h.token_map_.size()) < c.vocab_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": token_map has ", h.token_map_.size(), " entries, vocab is ",
-                     c.vocab_size));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": token_map has ", h.token_map_.size(),
+                                                   " entries, vocab is ", c.vocab_size));
   }
   for (int32_t v : h.token_map_) {
     if (v < 0 || v >= c.engram_compressed_vocab) {
@@ -166,8 +161,7 @@ void EngramHasher::Hash(int layer_index, std::span<const int32_t> cids_back, int
   for (int64_t k = 0; k < max_ngram_; ++k) {
     // blocked is sticky: once the n-gram reaches the sequence start or an image token, every
     // longer n-gram is padded.
-    blocked = blocked || k >= static_cast<int64_t>(cids_back.size()) ||
-              cids_back[k] == kEngramDead;
+    blocked = blocked || k >= static_cast<int64_t>(cids_back.size()) || cids_back[k] == kEngramDead;
     const int64_t tok = blocked ? pad_cid_ : cids_back[k];
     if (k == 0) {
       rolling = tok * L.multipliers[0];

@@ -53,7 +53,8 @@ std::array<uint64_t, 4> SeedState(uint32_t seed_word) {
   }
   // uint32 words viewed as little-endian uint64.
   std::array<uint64_t, 4> out{};
-  for (int i = 0; i < 4; ++i) out[i] = words[2 * i] | (static_cast<uint64_t>(words[2 * i + 1]) << 32);
+  for (int i = 0; i < 4; ++i)
+    out[i] = words[2 * i] | (static_cast<uint64_t>(words[2 * i + 1]) << 32);
   return out;
 }
 
@@ -79,8 +80,7 @@ class Pcg64 {
 
  private:
   void Step() {
-    constexpr u128 kMult =
-        (static_cast<u128>(0x2360ED051FC65DA4ULL) << 64) | 0x4385DF649FCCF645ULL;
+    constexpr u128 kMult = (static_cast<u128>(0x2360ED051FC65DA4ULL) << 64) | 0x4385DF649FCCF645ULL;
     state_ = state_ * kMult + inc_;
   }
   u128 state_ = 0, inc_ = 0;

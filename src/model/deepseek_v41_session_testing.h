@@ -29,7 +29,8 @@ class Session {
     view_.num_state_slots = slots;
     tables_.resize(slots);
     for (int s = 0; s < slots; ++s) {
-      for (int64_t b = 0; b < nblocks_; ++b) tables_[s].push_back(static_cast<int32_t>(s * nblocks_ + b));
+      for (int64_t b = 0; b < nblocks_; ++b)
+        tables_[s].push_back(static_cast<int32_t>(s * nblocks_ + b));
     }
     pos_.assign(slots, 0);
   }
@@ -70,7 +71,6 @@ class Session {
   std::vector<int64_t> pos_;
   KvCacheView view_;
 };
-
 
 }  // namespace deepinfer::model::dsv41
 

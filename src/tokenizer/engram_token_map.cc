@@ -26,8 +26,8 @@ std::string EngramNormalize(std::string_view text) {
   const icu::Normalizer2* nfkc = icu::Normalizer2::getNFKCInstance(err);
   const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(err);
   CHECK(U_SUCCESS(err)) << "ICU normaliser data: " << u_errorName(err);
-  icu::UnicodeString s = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(),
-                                                                       static_cast<int32_t>(text.size())));
+  icu::UnicodeString s = icu::UnicodeString::fromUTF8(
+      icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
   s = nfkc->normalize(s, err);
   s = nfd->normalize(s, err);
   CHECK(U_SUCCESS(err)) << "ICU normalize: " << u_errorName(err);
@@ -67,7 +67,8 @@ std::string EngramNormalize(std::string_view text) {
     e = prev;
   }
   icu::UnicodeString stripped = out.tempSubStringBetween(b, e);
-  stripped.findAndReplace(icu::UnicodeString(kSentinel), icu::UnicodeString(static_cast<UChar>(' ')));
+  stripped.findAndReplace(icu::UnicodeString(kSentinel),
+                          icu::UnicodeString(static_cast<UChar>(' ')));
   std::string utf8;
   stripped.toUTF8String(utf8);
   return utf8;
@@ -94,7 +95,8 @@ absl::StatusOr<CompressedTokenMap> BuildEngramTokenMap(const Tokenizer& tok) {
       key = EngramNormalize(text);
       if (key.empty()) key = text;
     }
-    auto [it, inserted] = key_to_id.try_emplace(std::move(key), static_cast<int32_t>(key_to_id.size()));
+    auto [it, inserted] =
+        key_to_id.try_emplace(std::move(key), static_cast<int32_t>(key_to_id.size()));
     result.map[static_cast<size_t>(id)] = it->second;
   }
   result.num_keys = static_cast<int64_t>(key_to_id.size());

@@ -27,17 +27,17 @@ std::string DeepSeekDir() {
 TEST(EngramNormalizeTest, SpecChain) {
   EXPECT_EQ(EngramNormalize(" The"), "the");  // the official docstring's example
   EXPECT_EQ(EngramNormalize("THE"), "the");
-  EXPECT_EQ(EngramNormalize("Caf\u00e9"), "cafe");         // NFD + StripAccents
-  EXPECT_EQ(EngramNormalize("\uff21\uff22"), "ab");        // fullwidth: NFKC
-  EXPECT_EQ(EngramNormalize("\ufb01"), "fi");              // ligature: NFKC
-  EXPECT_EQ(EngramNormalize(" "), " ");                    // lone space survives (sentinel)
-  EXPECT_EQ(EngramNormalize("\n"), " ");                   // collapses to a lone space first
+  EXPECT_EQ(EngramNormalize("Caf\u00e9"), "cafe");   // NFD + StripAccents
+  EXPECT_EQ(EngramNormalize("\uff21\uff22"), "ab");  // fullwidth: NFKC
+  EXPECT_EQ(EngramNormalize("\ufb01"), "fi");        // ligature: NFKC
+  EXPECT_EQ(EngramNormalize(" "), " ");              // lone space survives (sentinel)
+  EXPECT_EQ(EngramNormalize("\n"), " ");             // collapses to a lone space first
   EXPECT_EQ(EngramNormalize(" \t\n "), " ");
   EXPECT_EQ(EngramNormalize("a \n\tb"), "a b");
   EXPECT_EQ(EngramNormalize("  x  "), "x");
-  EXPECT_EQ(EngramNormalize("\u3000"), " ");               // ideographic space: NFKC -> " "
-  EXPECT_EQ(EngramNormalize("\u0130"), "i");               // İ: NFD I + U+0307, Mark dropped
-  EXPECT_EQ(EngramNormalize("\u03a3"), "\u03c3");          // Σ alone: no final-sigma context
+  EXPECT_EQ(EngramNormalize("\u3000"), " ");       // ideographic space: NFKC -> " "
+  EXPECT_EQ(EngramNormalize("\u0130"), "i");       // İ: NFD I + U+0307, Mark dropped
+  EXPECT_EQ(EngramNormalize("\u03a3"), "\u03c3");  // Σ alone: no final-sigma context
   EXPECT_EQ(EngramNormalize(""), "");
 }
 
