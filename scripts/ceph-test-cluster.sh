@@ -18,7 +18,8 @@
 # Memstore keeps objects in RAM (fast to format and start on 2 busy cores; capped by
 # memstore_device_bytes); heartbeat grace of 4 s marks a killed OSD down within seconds.
 # Everything (conf, keyring, data, logs, pid files, sockets) lives under DIR; ports are picked
-# free at start. Needs ceph-mon, ceph-osd, ceph-mgr, ceph-common (scripts/install-deps.sh).
+# free at start. With CEPH_TEST_CLUSTER_OWNER_PID set, a watchdog stops the cluster once that
+# process is gone (a test binary killed by its timeout leaves no daemons behind). Needs ceph-mon, ceph-osd, ceph-mgr, ceph-common (scripts/install-deps.sh).
 set -euo pipefail
 
 usage() {
@@ -160,6 +161,12 @@ EOF
       if ceph_cli pg stat 2>/dev/null | grep -qE "^[0-9]+ pgs: [0-9]+ active\+clean;"; then break; fi
       sleep 0.5
     done
+    if [ -n "${CEPH_TEST_CLUSTER_OWNER_PID:-}" ]; then
+      owner=$CEPH_TEST_CLUSTER_OWNER_PID
+      self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+      setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 2; done; "$2" stop "$3"' \
+        watchdog "$owner" "$self" "$dir" </dev/null >/dev/null 2>&1 &
+    fi
     t1=$(date +%s%N)
     ms=$(((t1 - t0) / 1000000))
     printf 'ceph test cluster up in %d.%01d s: %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$(url)"

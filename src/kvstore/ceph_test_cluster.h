@@ -33,6 +33,8 @@ class CephTestCluster {
     if (mkdtemp(tmpl.data()) == nullptr) return;
     dir_ = tmpl;
     Stopwatch sw;
+    // Stops the cluster if this process dies without running the destructor.
+    setenv("CEPH_TEST_CLUSTER_OWNER_PID", std::to_string(getpid()).c_str(), 1);
     ok_ = Script("start", "") == 0;
     start_seconds_ = sw.ElapsedSeconds();
     conf_ = dir_ + "/ceph.conf";

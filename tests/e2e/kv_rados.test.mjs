@@ -52,7 +52,8 @@ describe('RADOS KV store across a restart', {
 
   before(() => {
     fs.rmSync(dir, { recursive: true, force: true });
-    const out = execFileSync(SCRIPT, ['start', dir], { encoding: 'utf8', timeout: 180000 });
+    const out = execFileSync(SCRIPT, ['start', dir], { encoding: 'utf8', timeout: 180000,
+      env: { ...process.env, CEPH_TEST_CLUSTER_OWNER_PID: String(process.pid) } });
     conf = path.join(dir, 'ceph.conf');
     url = `rados://kv?conf=${conf}&id=deepinfer&ns=${NS}`;
     process.stderr.write(out);
