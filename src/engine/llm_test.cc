@@ -5,10 +5,12 @@
 // recursive-descent recogniser for the EBNF language.
 #include "engine/llm.h"
 
+#include <chrono>
 #include <filesystem>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status_matchers.h"
@@ -371,7 +373,13 @@ TEST_F(LlmSoArgsTest, BadConstraintsAreInvalidArgumentNamingThePrompt) {
                          ::testing::AllOf(HasSubstr("prompt 1"), HasSubstr(c.expect))))
         << c.args.schema;
   }
-  // Nothing was left running.
+  // Nothing was left running. The engine thread frees finished requests (also earlier tests'
+  // on this shared LLM) a moment after Generate returns, so wait for it, within a deadline.
+  for (int i = 0; i < 500; ++i) {
+    const auto stats = llm_->engine().Stats();
+    if (stats.num_running == 0 && stats.num_waiting == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(llm_->engine().Stats().num_running, 0);
   EXPECT_EQ(llm_->engine().Stats().num_waiting, 0);
   // so_args together with a compiled grammar.
