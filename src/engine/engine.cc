@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
+#include "engine/step_trace.h"
 #include "kv/block_pool.h"
 #include "kv/state_cache.h"
 
@@ -403,6 +404,7 @@ void Engine::Impl::AbortRequest(const std::string& request_id) {
 }
 
 void Engine::Impl::PostProcess(const StepResult& result) {
+  TraceSpan trace_span("post_process");
   local_stats_.swap_in_bytes += result.swap_in.bytes;
   local_stats_.swap_in_copy_ns += result.swap_in.copy_ns;
   local_stats_.swap_in_wait_ns += result.swap_in.wait_ns;
@@ -627,7 +629,9 @@ void Engine::Impl::Loop() {
       return;
     }
     Draft();
+    TraceSpan schedule_span("schedule");
     StepPlan plan = scheduler_.Schedule();
+    schedule_span.End();
     plan.released_seqs = std::move(pending_releases_);
     pending_releases_.clear();
     const bool has_items = !plan.items.empty();

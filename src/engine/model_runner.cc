@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/step_trace.h"
 #include "engine/swap_in.h"
 
 namespace deepinfer::engine {
@@ -25,6 +26,7 @@ ModelRunner::ModelRunner(model::CausalLM* model, const model::KvCacheView& kv,
     : model_(model), kv_(kv), state_bytes_(state_bytes), mtp_drafts_(mtp_drafts) {}
 
 StepResult ModelRunner::Execute(const StepPlan& plan) {
+  TraceSpan step_span("step");
   for (const RunnerSeqInit& init : plan.new_seqs) {
     SeqState& s = seqs_[init.seq_id];
     s.info = init.info;
@@ -108,8 +110,10 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
   if (!batch.chunks.empty()) {
     ++num_forwards_;
     const int64_t t0 = MonotonicNanos();
+    TraceSpan forward_span("forward");
     absl::Status status = mtp_drafts_ ? model_->ForwardWithStreams(batch, kv, &output_, &streams_)
                                       : model_->Forward(batch, kv, &output_);
+    forward_span.End();
     result.forward_ns = MonotonicNanos() - t0;
     if (kv.gate != nullptr) result.swap_in = copier->Finish();
     if (!status.ok()) {
@@ -241,11 +245,13 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
           }
         }
       };
+      TraceSpan sample_span("sample");
       if (num_chunks >= 8 && vocab >= 4096) {
         ThreadPool::Default()->ParallelFor(num_chunks, work);
       } else {
         work(0, num_chunks);
       }
+      sample_span.End();
       if (mtp_drafts_) MtpDrafts(plan, batch, item_of_chunk, &result);
     }
   }
