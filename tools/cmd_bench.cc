@@ -12,6 +12,16 @@
 //   TTFT          = mean time from submission to a request's first token
 //   TPOT          = mean time per output token after the first
 // Each batch size is run once after one untimed warm-up request.
+//
+//   deepinfer bench --model DIR --sweep [--sweep-concurrency 1,2,4,8,16,32] [--sweep-rounds 2]
+//                   [--sweep-csv bench_sweep.csv] [--sweep-plot bench_sweep.png|.svg|none]
+// runs concurrency * rounds requests at each level, at most `concurrency` in flight (streamed,
+// so inter-token latencies are seen), at the first of --temperatures, and writes one CSV row per
+// level with vLLM's / SGLang's metric names (tools/bench_sweep.h) and a gnuplot Pareto plot of
+// per-user against total tokens/s.
+//
+//   --trace FILE  writes a Chrome-trace JSON of the timed engine steps (schedule, step, forward,
+//                 sample, post_process; src/engine/step_trace.h) for chrome://tracing / Perfetto.
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -19,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -26,7 +37,9 @@
 #include "common/logging.h"
 #include "engine/engine.h"
 #include "engine/llm.h"
+#include "engine/step_trace.h"
 #include "model/model.h"
+#include "tools/bench_sweep.h"
 #include "tools/cli_flags.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
@@ -52,6 +65,13 @@ int RunBench(int argc, char** argv) {
   flags.AddString("kv-memory-mb", "1024", "KV cache budget in MiB (blocks + state slots)");
   flags.AddString("max-num-batched-tokens", "2048", "token budget per engine step");
   flags.AddBool("no-async-scheduling", false, "plan the next step only after the current one");
+  flags.AddBool("sweep", false, "sweep concurrency levels, write a CSV and a Pareto plot");
+  flags.AddString("sweep-concurrency", "1,2,4,8,16,32", "comma-separated concurrency levels");
+  flags.AddString("sweep-rounds", "2", "requests per level = concurrency x rounds");
+  flags.AddString("sweep-csv", "bench_sweep.csv", "CSV file written by --sweep");
+  flags.AddString("sweep-plot", "bench_sweep.png",
+                  "Pareto plot written by --sweep (.png or .svg; 'none' to skip)");
+  flags.AddString("trace", "", "write a Chrome-trace JSON of the timed engine steps to FILE");
   AddPrefixCacheFlags(flags);
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   absl::StatusOr<int64_t> prompt_len = flags.GetInt("prompt-len");
@@ -96,7 +116,26 @@ int RunBench(int argc, char** argv) {
     return 2;
   }
   config.kv_memory_bytes = *kv_mb << 20;
-  config.max_num_seqs = *std::max_element(batches->begin(), batches->end());
+  const bool sweep = flags.GetBool("sweep");
+  absl::StatusOr<std::vector<int32_t>> levels = flags.GetIntList("sweep-concurrency");
+  absl::StatusOr<int64_t> rounds = flags.GetInt("sweep-rounds");
+  if (sweep && (!levels.ok() || levels->empty() ||
+                *std::min_element(levels->begin(), levels->end()) < 1 || !rounds.ok() ||
+                *rounds < 1)) {
+    std::fprintf(stderr,
+                 "deepinfer bench: --sweep-concurrency needs integers >= 1 and --sweep-rounds an "
+                 "integer >= 1\n");
+    return 2;
+  }
+  const std::string plot_path = flags.GetString("sweep-plot");
+  if (sweep && plot_path != "none" && !absl::EndsWith(plot_path, ".png") &&
+      !absl::EndsWith(plot_path, ".svg")) {
+    std::fprintf(stderr, "deepinfer bench: --sweep-plot '%s' must end in .png or .svg (or be none)\n",
+                 plot_path.c_str());
+    return 2;
+  }
+  config.max_num_seqs = sweep ? *std::max_element(levels->begin(), levels->end())
+                              : *std::max_element(batches->begin(), batches->end());
   config.max_num_batched_tokens = static_cast<int>(*budget);
   config.async_scheduling = !flags.GetBool("no-async-scheduling");
   absl::StatusOr<std::unique_ptr<engine::LLM>> llm =
@@ -119,6 +158,56 @@ int RunBench(int argc, char** argv) {
   // Warm-up (page in weights, size buffers).
   if (auto w = (*llm)->Generate(make_prompts(1), params); !w.ok()) return BenchFail(w.status());
 
+  const std::string trace_path = flags.GetString("trace");
+  if (!trace_path.empty()) engine::StepTrace::Get().Start();
+  auto finish_trace = [&]() -> int {
+    if (trace_path.empty()) return 0;
+    engine::StepTrace::Get().Stop();
+    if (absl::Status s = engine::StepTrace::Get().WriteJson(trace_path); !s.ok()) {
+      return BenchFail(s);
+    }
+    std::fprintf(stderr, "wrote trace %s (%zu spans)\n", trace_path.c_str(),
+                 engine::StepTrace::Get().Events().size());
+    return 0;
+  };
+  if (sweep) {
+    params.temperature = temperatures.empty() ? 0.0f : temperatures[0];
+    params.seed = 1;
+    const std::string csv_path = flags.GetString("sweep-csv");
+    std::FILE* csv = std::fopen(csv_path.c_str(), "w");
+    if (csv == nullptr) {
+      std::fprintf(stderr, "deepinfer bench: --sweep-csv: cannot write '%s'\n", csv_path.c_str());
+      return 2;
+    }
+    std::fprintf(csv, "%s\n", SweepCsvHeader().c_str());
+    std::printf("%s\n", SweepCsvHeader().c_str());
+    for (int c : *levels) {
+      const auto prompts = make_prompts(static_cast<int>(c * *rounds));
+      const int64_t start = MonotonicNanos();
+      absl::StatusOr<std::vector<RequestTiming>> timings =
+          RunConcurrencyLevel(**llm, prompts, params, c);
+      const int64_t end = MonotonicNanos();
+      if (!timings.ok()) {
+        std::fclose(csv);
+        return BenchFail(timings.status());
+      }
+      const std::string line = SweepCsvLine(ComputeSweepRow(c, *timings, start, end));
+      std::fprintf(csv, "%s\n", line.c_str());
+      std::fflush(csv);
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+    std::fclose(csv);
+    if (int rc = finish_trace(); rc != 0) return rc;
+    if (plot_path != "none") {
+      const std::string title =
+          absl::StrCat(info.architecture, ", prompt ", *prompt_len, ", output ", *output_len,
+                       ", temperature ", params.temperature);
+      if (absl::Status s = PlotSweep(csv_path, plot_path, title); !s.ok()) return BenchFail(s);
+      std::fprintf(stderr, "wrote %s and %s\n", csv_path.c_str(), plot_path.c_str());
+    }
+    return 0;
+  }
   std::printf("model %s (%s), prompt %lld, output %lld, %s scheduling\n",
               flags.GetString("model").c_str(), info.architecture.c_str(),
               static_cast<long long>(*prompt_len), static_cast<long long>(*output_len),
@@ -161,7 +250,7 @@ int RunBench(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  return 0;
+  return finish_trace();
 }
 
 }  // namespace deepinfer::cli

