@@ -94,8 +94,8 @@ int MakeLlamaTestModel(const FlagSet& flags, const std::string& preset, int64_t 
       !s.ok()) {
     return Fail(std::string(s.message()) + " (--tokenizer-from DIR with the stories260K tokenizer)");
   }
-  std::fprintf(stderr, "wrote %s (llama preset %s, %.2f B parameters, seed %lld) in %.1f s\n",
-               out.c_str(), preset.c_str(), config->NumParameters() * 1e-9,
+  std::fprintf(stderr, "wrote %s (llama preset %s, %lld parameters, seed %lld) in %.1f s\n",
+               out.c_str(), preset.c_str(), static_cast<long long>(config->NumParameters()),
                static_cast<long long>(seed), sw.ElapsedSeconds());
   return 0;
 }
