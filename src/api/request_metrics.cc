@@ -85,6 +85,15 @@ RequestMetrics::RequestMetrics(http::MetricsRegistry* r, const std::string& mode
   decode_ = r->GetHistogram("vllm:request_decode_time_seconds",
                             "Histogram of time spent in DECODE phase for request.",
                             kRequestLatencyBuckets, model);
+  queue_ = r->GetHistogram("vllm:request_queue_time_seconds",
+                           "Histogram of time spent in WAITING phase for request.",
+                           kRequestLatencyBuckets, model);
+  prefill_ = r->GetHistogram("vllm:request_prefill_time_seconds",
+                             "Histogram of time spent in PREFILL phase for request.",
+                             kRequestLatencyBuckets, model);
+  inference_ = r->GetHistogram("vllm:request_inference_time_seconds",
+                               "Histogram of time spent in RUNNING phase for request.",
+                               kRequestLatencyBuckets, model);
 }
 
 void RequestMetrics::Observe(const RequestRecord& r, int http_status, double e2e_s) {
@@ -102,6 +111,15 @@ void RequestMetrics::Observe(const RequestRecord& r, int http_status, double e2e
   if (r.first_token_ns > 0 && r.arrival_ns > 0) {
     ttft_->Observe((r.first_token_ns - r.arrival_ns) * 1e-9);
     decode_->Observe(std::max<int64_t>(0, r.last_token_ns - r.first_token_ns) * 1e-9);
+  }
+  // vLLM's phases: WAITING = engine arrival -> first scheduled, PREFILL = first scheduled ->
+  // first token, RUNNING = first scheduled -> last token.
+  if (r.scheduled_ns > 0 && r.engine_arrival_ns > 0) {
+    queue_->Observe(std::max<int64_t>(0, r.scheduled_ns - r.engine_arrival_ns) * 1e-9);
+    if (r.first_token_ns > 0) {
+      prefill_->Observe(std::max<int64_t>(0, r.first_token_ns - r.scheduled_ns) * 1e-9);
+      inference_->Observe(std::max<int64_t>(0, r.last_token_ns - r.scheduled_ns) * 1e-9);
+    }
   }
   for (float gap : r.inter_token_s) {
     inter_token_->Observe(gap);

@@ -13,6 +13,9 @@
 //   vllm:request_time_per_output_token_seconds                      histogram, a request's mean gap
 //   vllm:e2e_request_latency_seconds                                histogram (arrival -> end)
 //   vllm:request_decode_time_seconds                                histogram (first -> last token)
+//   vllm:request_queue_time_seconds                                 histogram (arrival -> scheduled)
+//   vllm:request_prefill_time_seconds                               histogram (scheduled -> first)
+//   vllm:request_inference_time_seconds                             histogram (scheduled -> last)
 // Counted when a request finishes (vLLM counts tokens per engine step: rates over minutes
 // agree). Not exported yet: vllm:request_queue_time_seconds, vllm:request_prefill_time_seconds
 // and vllm:request_inference_time_seconds need the time the engine first scheduled a request,
@@ -71,6 +74,9 @@ class RequestMetrics {
   http::Histogram* request_tpot_;
   http::Histogram* e2e_;
   http::Histogram* decode_;
+  http::Histogram* queue_;
+  http::Histogram* prefill_;
+  http::Histogram* inference_;
 };
 
 }  // namespace deepinfer::api

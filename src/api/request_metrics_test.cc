@@ -43,6 +43,7 @@ TEST(RequestMetricsTest, OneRequestAddsItsTokensAndTimes) {
   for (int64_t t : {s, s + 8 * s / 100, s + 35 * s / 100}) {
     engine::StepOutput o;
     o.arrival_ns = s / 2;
+    o.scheduled_ns = s * 6 / 10;  // 0.1 s waiting, 0.4 s prefill, 0.75 s running
     o.first_token_ns = s;
     o.now_ns = t;
     o.prompt_tokens = 7;
@@ -72,6 +73,12 @@ TEST(RequestMetricsTest, OneRequestAddsItsTokensAndTimes) {
            "vllm:e2e_request_latency_seconds_bucket{model_name=\"demo\",le=\"1\"} 1\n",
            "vllm:request_decode_time_seconds_bucket{model_name=\"demo\",le=\"0.3\"} 0\n",
            "vllm:request_decode_time_seconds_bucket{model_name=\"demo\",le=\"0.5\"} 1\n",
+           "# TYPE vllm:request_queue_time_seconds histogram\n",
+           "vllm:request_queue_time_seconds_bucket{model_name=\"demo\",le=\"0.3\"} 1\n",
+           "vllm:request_prefill_time_seconds_bucket{model_name=\"demo\",le=\"0.3\"} 0\n",
+           "vllm:request_prefill_time_seconds_bucket{model_name=\"demo\",le=\"0.5\"} 1\n",
+           "vllm:request_inference_time_seconds_bucket{model_name=\"demo\",le=\"0.5\"} 0\n",
+           "vllm:request_inference_time_seconds_bucket{model_name=\"demo\",le=\"0.8\"} 1\n",
            "vllm:request_prompt_tokens_bucket{model_name=\"demo\",le=\"5\"} 0\n",
            "vllm:request_prompt_tokens_bucket{model_name=\"demo\",le=\"10\"} 1\n",
            "vllm:request_generation_tokens_bucket{model_name=\"demo\",le=\"2\"} 0\n",

@@ -120,6 +120,9 @@ struct RequestRecord {
   int64_t arrival_ns = 0;      // when the handler started (0: the engine's arrival)
   int64_t first_token_ns = 0;  // 0 = no token
   int64_t last_token_ns = 0;
+  // Sample 0's engine arrival and first admission by the scheduler (0: never scheduled).
+  int64_t engine_arrival_ns = 0;
+  int64_t scheduled_ns = 0;
   // Sample 0's engine finish, when it was seen (vllm:request_success_total's finished_reason).
   std::optional<engine::FinishReason> finish;
   // Seconds between consecutive token messages of each sample (vllm:inter_token_latency_seconds:
@@ -146,6 +149,10 @@ struct RequestRecord {
     }
     if (!o.token_ids.empty()) last_token_ns = std::max(last_token_ns, o.now_ns);
     if (o.sample_index == 0 && o.finish) finish = o.finish;
+    if (o.sample_index == 0) {
+      engine_arrival_ns = o.arrival_ns;
+      if (o.scheduled_ns > 0) scheduled_ns = o.scheduled_ns;
+    }
     if (!o.token_ids.empty() && o.sample_index >= 0) {
       if (sample_last_ns.size() <= static_cast<size_t>(o.sample_index)) {
         sample_last_ns.resize(o.sample_index + 1, 0);

@@ -354,6 +354,7 @@ StepOutput Engine::Impl::BaseOutput(const Sequence& seq) const {
   out.sample_index = seq.sample_index;
   out.arrival_ns = seq.info->arrival_ns;
   out.first_token_ns = seq.first_token_ns;
+  out.scheduled_ns = seq.first_scheduled_ns;
   out.now_ns = MonotonicNanos();
   out.prompt_tokens = seq.prompt_len();
   out.cached_tokens = seq.cached_tokens;

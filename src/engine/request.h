@@ -75,6 +75,9 @@ struct StepOutput {
   // Timings (MonotonicNanos clock) and counts, filled on every message.
   int64_t arrival_ns = 0;      // Submit() time
   int64_t first_token_ns = 0;  // when this sample's first token was produced (0 if none yet)
+  // When the scheduler first admitted this sample (0 while it waits): queue time is
+  // scheduled_ns - arrival_ns (vllm:request_queue_time_seconds).
+  int64_t scheduled_ns = 0;
   int64_t now_ns = 0;          // when this message was produced
   int prompt_tokens = 0;
   // Prompt tokens served from the prefix cache (KV-CACHE.md §5): the hit, not counting replayed

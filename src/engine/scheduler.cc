@@ -537,6 +537,7 @@ StepPlan Scheduler::Schedule() {
     seq->restore = std::move(hit.restore);
     if (!seq->admitted_once) {
       seq->admitted_once = true;
+      seq->first_scheduled_ns = MonotonicNanos();
       seq->cached_tokens = static_cast<int>(std::min<int64_t>(hit.cached, seq->prompt_len()));
       seq->replayed_tokens = static_cast<int>(hit.replayed);
       seq->cached_host_tokens = static_cast<int>(hit.host_cached_blocks * kBlockTokens);

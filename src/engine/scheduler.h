@@ -97,6 +97,7 @@ struct Sequence {
   std::vector<TokenLogprob> prompt_logprobs;
   bool prompt_logprobs_sent = false;
   int64_t first_token_ns = 0;
+  int64_t first_scheduled_ns = 0;  // first admission (StepOutput::scheduled_ns)
 
   // Prefix cache. Sample 0 of the same request (nullptr for sample 0 itself); it outlives us.
   const Sequence* first_sample = nullptr;
