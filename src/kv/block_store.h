@@ -13,6 +13,7 @@
 #ifndef DEEPINFER_KV_BLOCK_STORE_H_
 #define DEEPINFER_KV_BLOCK_STORE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -46,6 +47,25 @@ struct BlockStoreStats {
   uint64_t deleted = 0;            // records removed by Delete
   uint64_t gc_runs = 0;
   uint64_t gc_nanos = 0;  // total time spent in GC passes
+};
+
+// The monotonic counters of BlockStoreStats, shared by the stores that implement BlockStore
+// (relaxed atomics: each is a count on its own, never read together as a snapshot).
+struct BlockStoreCounters {
+  std::atomic<uint64_t> hits{0}, misses{0}, puts{0}, evicted_watermark{0}, evicted_ttl{0},
+      evicted_corrupt{0}, deleted{0}, gc_runs{0}, gc_nanos{0};
+  // Copies every counter into its BlockStoreStats field (records / bytes / capacity untouched).
+  void CopyTo(BlockStoreStats* st) const {
+    st->hits = hits.load();
+    st->misses = misses.load();
+    st->puts = puts.load();
+    st->evicted_watermark = evicted_watermark.load();
+    st->evicted_ttl = evicted_ttl.load();
+    st->evicted_corrupt = evicted_corrupt.load();
+    st->deleted = deleted.load();
+    st->gc_runs = gc_runs.load();
+    st->gc_nanos = gc_nanos.load();
+  }
 };
 
 class BlockStore {

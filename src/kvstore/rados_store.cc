@@ -320,7 +320,7 @@ absl::Status RadosStore::Put(const kv::BlockMeta& meta, std::string_view payload
       if (r == -ENOENT) continue;  // removed in between: write it
     }
     if (r < 0) return RadosError(r, absl::StrCat("put ", name), config_.timeout_ms);
-    puts_.fetch_add(1, std::memory_order_relaxed);
+    counters_.puts.fetch_add(1, std::memory_order_relaxed);
     size_t hint = read_hint_.load(std::memory_order_relaxed);
     while (record.size() > hint &&
            !read_hint_.compare_exchange_weak(hint, record.size(), std::memory_order_relaxed)) {
@@ -336,7 +336,7 @@ absl::StatusOr<kv::StoredBlock> RadosStore::Get(const BlockKey& key) {
   int r = rd.Submit(Io(io_), name, read_hint_.load(std::memory_order_relaxed));
   if (r >= 0) r = rd.Wait();
   if (r == -ENOENT) {
-    misses_.fetch_add(1, std::memory_order_relaxed);
+    counters_.misses.fetch_add(1, std::memory_order_relaxed);
     return absl::NotFoundError(absl::StrCat("rados: no block ", name));
   }
   if (r < 0) return RadosError(r, absl::StrCat("get ", name), config_.timeout_ms);
@@ -349,7 +349,7 @@ absl::StatusOr<kv::StoredBlock> RadosStore::Get(const BlockKey& key) {
     r = rest.Submit(Io(io_), name, rd.size, version);
     if (r >= 0) r = rest.Wait();
     if (r == -ENOENT || r == -ERANGE || r == -EOVERFLOW) {  // removed or replaced meanwhile
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
       return absl::NotFoundError(absl::StrCat("rados: block ", name, " changed during the read"));
     }
     if (r < 0) return RadosError(r, absl::StrCat("get ", name), config_.timeout_ms);
@@ -369,13 +369,13 @@ absl::StatusOr<kv::StoredBlock> RadosStore::Get(const BlockKey& key) {
     // since this read (a concurrent re-put of the good record).
     LOG(WARNING) << "rados: dropping object " << name << ": " << decoded.status().message();
     (void)RemoveIfVersion(name, version);
-    evicted_corrupt_.fetch_add(1, std::memory_order_relaxed);
-    misses_.fetch_add(1, std::memory_order_relaxed);
+    counters_.evicted_corrupt.fetch_add(1, std::memory_order_relaxed);
+    counters_.misses.fetch_add(1, std::memory_order_relaxed);
     return absl::NotFoundError(absl::StrCat("rados: block ", name, " failed its checks"));
   }
   const ObjectMeta m = ParseXattrs(rd.xattrs);
   if (!m.used_ok || clock_->NowNanos() - m.used > config_.refresh_nanos) RefreshAsync(key);
-  hits_.fetch_add(1, std::memory_order_relaxed);
+  counters_.hits.fetch_add(1, std::memory_order_relaxed);
   kv::StoredBlock out;
   out.meta = decoded->meta;
   out.payload = std::string(decoded->payload);
@@ -438,7 +438,7 @@ absl::Status RadosStore::Delete(const BlockKey& key) {
   const int r = rados_write_op_operate2(op, Io(io_), name.c_str(), nullptr,
                                         LIBRADOS_OPERATION_FULL_FORCE);
   rados_release_write_op(op);
-  if (r == 0) deleted_.fetch_add(1, std::memory_order_relaxed);
+  if (r == 0) counters_.deleted.fetch_add(1, std::memory_order_relaxed);
   if (r == 0 || r == -ENOENT) return absl::OkStatus();
   return RadosError(r, absl::StrCat("delete ", name), config_.timeout_ms);
 }
@@ -451,15 +451,7 @@ absl::StatusOr<kv::BlockStoreStats> RadosStore::Stats() {
     st.bytes = ps.num_bytes;
   }
   st.capacity_bytes = config_.capacity_bytes;
-  st.hits = hits_.load();
-  st.misses = misses_.load();
-  st.puts = puts_.load();
-  st.evicted_watermark = evicted_watermark_.load();
-  st.evicted_ttl = evicted_ttl_.load();
-  st.evicted_corrupt = evicted_corrupt_.load();
-  st.deleted = deleted_.load();
-  st.gc_runs = gc_runs_.load();
-  st.gc_nanos = gc_nanos_.load();
+  counters_.CopyTo(&st);
   return st;
 }
 
@@ -496,10 +488,10 @@ GcResult RadosStore::RunGc() {
   const int64_t start = MonotonicNanos();
   GcResult result;
   auto finish = [&] {
-    evicted_ttl_.fetch_add(result.evicted_ttl, std::memory_order_relaxed);
-    evicted_watermark_.fetch_add(result.evicted_watermark, std::memory_order_relaxed);
-    gc_runs_.fetch_add(1, std::memory_order_relaxed);
-    gc_nanos_.fetch_add(static_cast<uint64_t>(MonotonicNanos() - start), std::memory_order_relaxed);
+    counters_.evicted_ttl.fetch_add(result.evicted_ttl, std::memory_order_relaxed);
+    counters_.evicted_watermark.fetch_add(result.evicted_watermark, std::memory_order_relaxed);
+    counters_.gc_runs.fetch_add(1, std::memory_order_relaxed);
+    counters_.gc_nanos.fetch_add(static_cast<uint64_t>(MonotonicNanos() - start), std::memory_order_relaxed);
     return result;
   };
   // 1. List the pool (only names that are block keys: the pool may hold nothing else of ours).
@@ -584,7 +576,7 @@ GcResult RadosStore::RunGc() {
         if (!h.ok() || h->meta.key != names[b + i].first ||
             hdr.size != kv::kBlockRecordHeaderBytes + h->payload_bytes) {
           if (RemoveIfVersion(name, version).ok()) {
-            evicted_corrupt_.fetch_add(1, std::memory_order_relaxed);
+            counters_.evicted_corrupt.fetch_add(1, std::memory_order_relaxed);
           }
           continue;
         }

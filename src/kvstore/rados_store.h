@@ -111,8 +111,7 @@ class RadosStore : public kv::BlockStore {
   std::vector<std::unique_ptr<Pending>> pending_;  // guarded by pending_mu_
   std::mutex gc_mu_;                               // serialises GC passes
 
-  std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, evicted_watermark_{0}, evicted_ttl_{0},
-      evicted_corrupt_{0}, deleted_{0}, gc_runs_{0}, gc_nanos_{0};
+  kv::BlockStoreCounters counters_;
 };
 
 }  // namespace deepinfer::kvstore

@@ -139,7 +139,7 @@ absl::Status KvStore::ScanRecords(std::vector<ScannedRecord>* out, uint64_t* dro
           // failing file is damaged, not in progress.
           ++*dropped;
           (void)env_->RemoveFile(path);
-          evicted_corrupt_.fetch_add(1, std::memory_order_relaxed);
+          counters_.evicted_corrupt.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
         ScannedRecord r;
@@ -267,14 +267,14 @@ absl::Status KvStore::PutRecord(std::string_view record) {
     // the later replaces the earlier, both are the block's record.)
     if (auto mtime = env_->ModifiedUnixNanos(path); mtime.ok()) {
       (void)env_->SetModifiedUnixNanos(path, env_->NowUnixNanos());
-      puts_.fetch_add(1, std::memory_order_relaxed);
+      counters_.puts.fetch_add(1, std::memory_order_relaxed);
       return absl::OkStatus();
     }
   } else {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = index_.find(meta.key); it != index_.end()) {
       TouchLocked(meta.key, it->second, clock_->NowNanos());
-      puts_.fetch_add(1, std::memory_order_relaxed);
+      counters_.puts.fetch_add(1, std::memory_order_relaxed);
       return absl::OkStatus();
     }
   }
@@ -305,7 +305,7 @@ absl::Status KvStore::PutRecord(std::string_view record) {
     write_errors_.fetch_add(1, std::memory_order_relaxed);
     return Annotate(s, absl::StrCat("kvstore put ", meta.key.ToHex()));
   }
-  puts_.fetch_add(1, std::memory_order_relaxed);
+  counters_.puts.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(record.size(), std::memory_order_relaxed);
   if (config_.shared) return absl::OkStatus();  // the directory is the index
   std::lock_guard<std::mutex> lock(mu_);
@@ -323,14 +323,14 @@ void KvStore::DropCorrupt(const BlockKey& key) {
     RemoveLocked(key);
   }
   (void)env_->RemoveFile(RecordPath(key));
-  evicted_corrupt_.fetch_add(1, std::memory_order_relaxed);
+  counters_.evicted_corrupt.fetch_add(1, std::memory_order_relaxed);
 }
 
 absl::StatusOr<std::string> KvStore::GetRecord(const BlockKey& key) {
   if (!config_.shared) {  // shared mode: the file may be another process's, read it anyway
     std::lock_guard<std::mutex> lock(mu_);
     if (!index_.contains(key)) {
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
       return absl::NotFoundError(absl::StrCat("kvstore: no block ", key.ToHex()));
     }
   }
@@ -339,7 +339,7 @@ absl::StatusOr<std::string> KvStore::GetRecord(const BlockKey& key) {
     if (absl::IsNotFound(bytes.status())) {  // removed under us (GC, or by hand)
       std::lock_guard<std::mutex> lock(mu_);
       RemoveLocked(key);
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
       return absl::NotFoundError(absl::StrCat("kvstore: block ", key.ToHex(), " vanished"));
     }
     read_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -349,7 +349,7 @@ absl::StatusOr<std::string> KvStore::GetRecord(const BlockKey& key) {
     LOG(WARNING) << "kvstore: dropping corrupt record " << key.ToHex() << ": "
                  << d.status().message();
     DropCorrupt(key);
-    misses_.fetch_add(1, std::memory_order_relaxed);
+    counters_.misses.fetch_add(1, std::memory_order_relaxed);
     return absl::NotFoundError(
         absl::StrCat("kvstore: block ", key.ToHex(), " was corrupt and is deleted"));
   }
@@ -363,7 +363,7 @@ absl::StatusOr<std::string> KvStore::GetRecord(const BlockKey& key) {
       TouchLocked(key, it->second, clock_->NowNanos());
     }
   }
-  hits_.fetch_add(1, std::memory_order_relaxed);
+  counters_.hits.fetch_add(1, std::memory_order_relaxed);
   bytes_read_.fetch_add(bytes->size(), std::memory_order_relaxed);
   return std::move(*bytes);
 }
@@ -399,7 +399,7 @@ absl::Status KvStore::Delete(const BlockKey& key) {
   }
   if (!present && !config_.shared) return absl::OkStatus();
   absl::Status s = env_->RemoveFile(RecordPath(key));
-  if (s.ok() || present) deleted_.fetch_add(1, std::memory_order_relaxed);
+  if (s.ok() || present) counters_.deleted.fetch_add(1, std::memory_order_relaxed);
   if (!s.ok() && !absl::IsNotFound(s)) return Annotate(s, "kvstore delete");
   return absl::OkStatus();
 }
@@ -412,15 +412,7 @@ absl::StatusOr<kv::BlockStoreStats> KvStore::Stats() {
     st.bytes = used_bytes_;
   }
   st.capacity_bytes = config_.capacity_bytes;
-  st.hits = hits_.load();
-  st.misses = misses_.load();
-  st.puts = puts_.load();
-  st.evicted_watermark = evicted_watermark_.load();
-  st.evicted_ttl = evicted_ttl_.load();
-  st.evicted_corrupt = evicted_corrupt_.load();
-  st.deleted = deleted_.load();
-  st.gc_runs = gc_runs_.load();
-  st.gc_nanos = gc_nanos_.load();
+  counters_.CopyTo(&st);
   return st;
 }
 
@@ -491,10 +483,10 @@ GcResult KvStore::RunGc() {
     result.bytes = used_bytes_;
   }
   RemoveFiles(paths);
-  evicted_ttl_.fetch_add(result.evicted_ttl, std::memory_order_relaxed);
-  evicted_watermark_.fetch_add(result.evicted_watermark, std::memory_order_relaxed);
-  gc_runs_.fetch_add(1, std::memory_order_relaxed);
-  gc_nanos_.fetch_add(static_cast<uint64_t>(MonotonicNanos() - start), std::memory_order_relaxed);
+  counters_.evicted_ttl.fetch_add(result.evicted_ttl, std::memory_order_relaxed);
+  counters_.evicted_watermark.fetch_add(result.evicted_watermark, std::memory_order_relaxed);
+  counters_.gc_runs.fetch_add(1, std::memory_order_relaxed);
+  counters_.gc_nanos.fetch_add(static_cast<uint64_t>(MonotonicNanos() - start), std::memory_order_relaxed);
   return result;
 }
 

@@ -207,9 +207,8 @@ class KvStore : public kv::BlockStore {
   std::mutex gc_mu_;               // serialises GC passes
 
   // Counters (monotonic, relaxed).
-  std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, evicted_watermark_{0}, evicted_ttl_{0},
-      evicted_corrupt_{0}, deleted_{0}, gc_runs_{0}, gc_nanos_{0}, read_errors_{0},
-      write_errors_{0}, bytes_read_{0}, bytes_written_{0};
+  kv::BlockStoreCounters counters_;
+  std::atomic<uint64_t> read_errors_{0}, write_errors_{0}, bytes_read_{0}, bytes_written_{0};
 
   std::thread gc_thread_;
 };
