@@ -461,7 +461,10 @@ void Engine::Impl::PostProcess(const StepResult& result) {
       }
       if (seq->first_token_ns == 0 && committed > 0) seq->first_token_ns = MonotonicNanos();
     }
-    if (!r.next_draft.empty() && !finish.has_value()) seq->draft = r.next_draft;
+    if (!r.next_draft.empty() && !finish.has_value()) {
+      seq->draft = r.next_draft;
+      seq->draft_confidence = r.next_draft_confidence;
+    }
     scheduler_.OnExecuted(seq, r.admission,
                           std::min<int64_t>(r.end_pos, static_cast<int64_t>(seq->tokens.size())),
                           r.snapshot_kind, r.snapshot);
@@ -504,6 +507,7 @@ void Engine::Impl::Draft() {
   for (auto& [id, owned] : seqs_) {
     Sequence* seq = owned.get();
     seq->draft.clear();
+    seq->draft_confidence.clear();
     if (seq->status != SeqStatus::kRunning || seq->info->max_draft_tokens <= 0 ||
         seq->num_pending > 0 || seq->num_computed >= static_cast<int64_t>(seq->tokens.size())) {
       continue;
@@ -693,15 +697,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
       return absl::InvalidArgumentError("engine config: speculative method custom needs a drafter");
     }
     if (spec.method == SpeculativeConfig::Method::kMtp) {
-      if (model->mtp_stream_floats() <= 0) {
+      if (model->draft_feature_floats() <= 0 || model->max_model_drafts() <= 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "engine config: speculative method mtp needs a model with an MTP block (",
             model->info().architecture, " has none)"));
       }
-      if (spec.num_speculative_tokens != 1) {
+      if (spec.num_speculative_tokens > model->max_model_drafts()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "engine config: speculative method mtp drafts 1 token per step (chaining the MTP "
-            "block needs the window + 1 + k ring), got num_speculative_tokens ",
+            "engine config: speculative method mtp drafts at most ", model->max_model_drafts(),
+            " token(s) per step with this model, got num_speculative_tokens ",
             spec.num_speculative_tokens));
       }
     }

@@ -22,8 +22,8 @@ bool Contains(std::span<const int32_t> v, int32_t t) {
 }  // namespace
 
 ModelRunner::ModelRunner(model::CausalLM* model, const model::KvCacheView& kv,
-                         int64_t state_bytes, bool mtp_drafts)
-    : model_(model), kv_(kv), state_bytes_(state_bytes), mtp_drafts_(mtp_drafts) {}
+                         int64_t state_bytes, bool model_drafts)
+    : model_(model), kv_(kv), state_bytes_(state_bytes), model_drafts_(model_drafts) {}
 
 StepResult ModelRunner::Execute(const StepPlan& plan) {
   TraceSpan step_span("step");
@@ -111,8 +111,9 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
     ++num_forwards_;
     const int64_t t0 = MonotonicNanos();
     TraceSpan forward_span("forward");
-    absl::Status status = mtp_drafts_ ? model_->ForwardWithStreams(batch, kv, &output_, &streams_)
-                                      : model_->Forward(batch, kv, &output_);
+    absl::Status status = model_drafts_
+                              ? model_->ForwardWithDraftFeatures(batch, kv, &output_, &features_)
+                              : model_->Forward(batch, kv, &output_);
     forward_span.End();
     result.forward_ns = MonotonicNanos() - t0;
     if (kv.gate != nullptr) result.swap_in = copier->Finish();
@@ -252,18 +253,17 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
         work(0, num_chunks);
       }
       sample_span.End();
-      if (mtp_drafts_) MtpDrafts(plan, batch, item_of_chunk, &result);
+      if (model_drafts_) ModelDrafts(plan, batch, item_of_chunk, &result);
     }
   }
   for (int64_t id : plan.released_seqs) seqs_.erase(id);
   return result;
 }
 
-void ModelRunner::MtpDrafts(const StepPlan& plan, const model::ForwardBatch& batch,
-                            const std::vector<int>& item_of_chunk, StepResult* result) {
-  const int64_t width = model_->mtp_stream_floats();
-  const int64_t vocab = model_->info().vocab_size;
-  int64_t token_offset = 0;  // first row of chunk c in streams_
+void ModelRunner::ModelDrafts(const StepPlan& plan, const model::ForwardBatch& batch,
+                              const std::vector<int>& item_of_chunk, StepResult* result) {
+  const int64_t width = model_->draft_feature_floats();
+  int64_t token_offset = 0;  // first row of chunk c in features_
   for (size_t c = 0; c < batch.chunks.size(); ++c) {
     const model::SequenceChunk& chunk = batch.chunks[c];
     const int64_t offset = token_offset;
@@ -273,8 +273,8 @@ void ModelRunner::MtpDrafts(const StepPlan& plan, const model::ForwardBatch& bat
     ItemResult& r = result->items[i];
     SeqState& s = seqs_.find(item.seq_id)->second;
     if (s.info->max_draft_tokens <= 0 || !r.status.ok() || s.failed) continue;
-    // The MTP row at position p pairs the main model's streams at p with the token at p + 1,
-    // so it runs over the chunk's valid positions whose next token is committed (spec §2.2).
+    // The draft head's row at position p pairs the main model's features at p with the token at
+    // p + 1, so it runs over the chunk's valid positions whose next token is committed (§2.2).
     const std::vector<int32_t>& prompt = s.info->prompt;
     const int64_t known = static_cast<int64_t>(prompt.size() + s.sampled.size());
     auto token_at = [&](int64_t q) {
@@ -287,20 +287,20 @@ void ModelRunner::MtpDrafts(const StepPlan& plan, const model::ForwardBatch& bat
     std::vector<int32_t> next;
     for (int64_t p = item.start_pos; p < end; ++p) next.push_back(token_at(p + 1));
     const int64_t count = end - item.start_pos;
-    const absl::Status st = model_->MtpLastLogits(
-        item.start_pos, std::span<const float>(streams_.data() + offset * width, count * width),
-        next, item.state_slot, kv_, &mtp_logits_);
+    // Drafts only for the position right after the last committed token, and only for a
+    // sequence that goes on with a one-token chunk (no jump-forward tokens to compute first).
+    const bool propose = end + 1 == known && r.num_forced == 0 && r.sampled;
+    const absl::Status st = model_->ProposeDrafts(
+        item.start_pos, std::span<const float>(features_.data() + offset * width, count * width),
+        next, item.state_slot, kv_, propose ? s.info->max_draft_tokens : 0, &proposal_);
     if (!st.ok()) {
       r.status = st;
       s.failed = true;
       continue;
     }
-    // A draft only for the position right after the last committed token, and only for a
-    // sequence that goes on with a one-token chunk (no jump-forward tokens to compute first).
-    if (end + 1 != known || r.num_forced > 0 || !r.sampled) continue;
-    const int32_t draft = static_cast<int32_t>(
-        std::max_element(mtp_logits_.begin(), mtp_logits_.begin() + vocab) - mtp_logits_.begin());
-    r.next_draft = {draft};
+    if (!propose) continue;
+    r.next_draft = proposal_.tokens;
+    r.next_draft_confidence = proposal_.confidence;
   }
 }
 

@@ -34,8 +34,10 @@ struct ItemResult {
   int num_drafted = 0;                        // drafts this item verified (PlanItem::num_draft)
   int num_accepted = 0;                       // of them, accepted (a leading prefix)
   int num_forced = 0;                         // jump-forward tokens at the end of `tokens`
-  // MTP drafting: the draft for the position after the last committed token (empty: none).
+  // Model-side drafting (MTP, DSpark): the drafts for the positions after the last committed
+  // token (empty: none) and the head's confidence per draft (model::DraftProposal).
   std::vector<int32_t> next_draft;
+  std::vector<float> next_draft_confidence;
   std::vector<TokenLogprob> prompt_logprobs;  // for item.prompt_logprobs: positions in the chunk
   absl::Status status;                        // non-OK: the forward failed for this item
   // Where the item's valid KV ends (start_pos + tokens, less rejected drafts and, for models
@@ -58,11 +60,12 @@ struct StepResult {
 class ModelRunner {
  public:
   // `model` and the KV view's memory outlive the runner. `state_bytes` is the size of one
-  // state slot (snapshots copy whole slots). `mtp_drafts`: run the model's MTP block after each
-  // forward over the rows whose next token is committed (keeping its window ring in step with
-  // the main model) and return the draft of sequences that speculate (ItemResult::next_draft).
+  // state slot (snapshots copy whole slots). `model_drafts`: run the model's draft head
+  // (CausalLM::ProposeDrafts: MTP, DSpark) after each forward over the rows whose next token is
+  // committed (keeping its state in step with the main model) and return the drafts of
+  // sequences that speculate (ItemResult::next_draft).
   ModelRunner(model::CausalLM* model, const model::KvCacheView& kv, int64_t state_bytes,
-              bool mtp_drafts = false);
+              bool model_drafts = false);
 
   StepResult Execute(const StepPlan& plan);
 
@@ -80,9 +83,9 @@ class ModelRunner {
     std::unique_ptr<GrammarConstraint> grammar;
   };
 
-  // After the forward of `plan` (streams_ filled): runs the MTP block for every speculating
-  // sequence's chunk and sets ItemResult::next_draft.
-  void MtpDrafts(const StepPlan& plan, const model::ForwardBatch& batch,
+  // After the forward of `plan` (features_ filled): feeds every speculating sequence's chunk
+  // to the model's draft head and sets ItemResult::next_draft / next_draft_confidence.
+  void ModelDrafts(const StepPlan& plan, const model::ForwardBatch& batch,
                  const std::vector<int>& item_of_chunk, StepResult* result);
 
   model::CausalLM* model_;
@@ -91,9 +94,9 @@ class ModelRunner {
   std::unordered_map<int64_t, SeqState> seqs_;
   model::ForwardOutput output_;
   int64_t num_forwards_ = 0;
-  bool mtp_drafts_ = false;
-  std::vector<float> streams_;      // final streams of the last forward (mtp_drafts_)
-  std::vector<float> mtp_logits_;
+  bool model_drafts_ = false;
+  std::vector<float> features_;  // draft features of the last forward (model_drafts_)
+  model::DraftProposal proposal_;
 };
 
 }  // namespace deepinfer::engine

@@ -476,6 +476,7 @@ StepPlan Scheduler::Schedule() {
     const int64_t drafts = DraftsFor(seq, n, budget);
     plan.items.push_back(MakeItem(seq, n, drafts));
     seq->draft.clear();
+    seq->draft_confidence.clear();
     budget -= n + drafts;
     ++i;
   }

@@ -84,6 +84,9 @@ struct Sequence {
   // Draft tokens proposed for the next step (speculative decoding; set by the engine before
   // Schedule, consumed and cleared by it): they follow `tokens` and are verified by the step.
   std::vector<int32_t> draft;
+  // The drafter's confidence per draft token (model::DraftProposal::confidence), parallel to
+  // `draft`; empty when the drafter gives none (n-gram, scripted).
+  std::vector<float> draft_confidence;
   // Per-sample counts reported on the stream (StepOutput): drafts verified / accepted, tokens
   // appended by jump-forward, steps that computed this sequence.
   int drafted_tokens = 0;

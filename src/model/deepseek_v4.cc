@@ -1057,6 +1057,24 @@ absl::Status DeepseekV4Model::MtpLastLogits(int64_t start_pos, std::span<const f
   return ForwardMtp(start_pos, streams, next_tokens, state_slot, kv, LogitsMode::kLast, logits);
 }
 
+absl::Status DeepseekV4Model::ProposeDrafts(int64_t start_pos, std::span<const float> features,
+                                            std::span<const int32_t> next_tokens,
+                                            int32_t state_slot, const KvCacheView& kv,
+                                            int max_drafts, DraftProposal* out) {
+  out->tokens.clear();
+  out->confidence.clear();
+  std::vector<float> logits;
+  absl::Status st = MtpLastLogits(start_pos, features, next_tokens, state_slot, kv, &logits);
+  if (!st.ok() || max_drafts <= 0) return st;
+  const int64_t V = cfg_.vocab_size;
+  const int64_t best = std::max_element(logits.begin(), logits.begin() + V) - logits.begin();
+  double z = 0;  // softmax probability of the argmax = 1 / sum exp(l - l_max)
+  for (int64_t v = 0; v < V; ++v) z += std::exp(static_cast<double>(logits[v] - logits[best]));
+  out->tokens.push_back(static_cast<int32_t>(best));
+  out->confidence.push_back(static_cast<float>(1.0 / z));
+  return absl::OkStatus();
+}
+
 absl::Status DeepseekV4Model::ForwardMtp(int64_t start_pos, std::span<const float> main_streams,
                                          std::span<const int32_t> next_tokens, int32_t state_slot,
                                          const KvCacheView& kv, LogitsMode mode,

@@ -110,6 +110,17 @@ class DeepseekV4Model final : public CausalLM {
   absl::Status MtpLastLogits(int64_t start_pos, std::span<const float> streams,
                              std::span<const int32_t> next_tokens, int32_t state_slot,
                              const KvCacheView& kv, std::vector<float>* logits) override;
+  // Draft head = the MTP block: features are the MTP streams; ProposeDrafts runs
+  // MtpLastLogits and proposes its argmax with its softmax probability as confidence.
+  int64_t draft_feature_floats() const override { return mtp_stream_floats(); }
+  int max_model_drafts() const override { return cfg_.num_mtp_layers > 0 ? 1 : 0; }
+  absl::Status ForwardWithDraftFeatures(const ForwardBatch& batch, const KvCacheView& kv,
+                                        ForwardOutput* out, std::vector<float>* features) override {
+    return ForwardWithStreams(batch, kv, out, features);
+  }
+  absl::Status ProposeDrafts(int64_t start_pos, std::span<const float> features,
+                             std::span<const int32_t> next_tokens, int32_t state_slot,
+                             const KvCacheView& kv, int max_drafts, DraftProposal* out) override;
 
   // Forward of one chunk (Forward over a one-chunk batch) that also returns the final residual
   // streams (before the HC head), [T, hc_mult, hidden] FP32, for MTP. `logits` gets 0, 1 or T

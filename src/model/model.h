@@ -102,6 +102,16 @@ struct ForwardBatch {
   std::vector<SequenceChunk> chunks;
 };
 
+// A draft block proposed by a model's own draft head after a forward (DeepSeek-V4 MTP chain,
+// V4.1 DSpark; ../shared/spec/speculative.md §2-3): the tokens to verify next step and, per
+// token, the head's estimate c_j in [0, 1] that d_j is accepted given d_1..d_{j-1} were (§5.1;
+// MTP: the probability the MTP head gave d_j; DSpark: the sigmoid of its confidence logit). The
+// variable-length verification planner consumes the confidences.
+struct DraftProposal {
+  std::vector<int32_t> tokens;
+  std::vector<float> confidence;  // parallel to tokens
+};
+
 // Logits of a forward: rows in batch order (chunk 0's rows first), each chunk contributing
 // 0 (kNone), 1 (kLast) or tokens.size() (kAll) rows of vocab_size floats.
 struct ForwardOutput {
@@ -145,6 +155,33 @@ class CausalLM {
                                      std::span<const int32_t> next_tokens, int32_t state_slot,
                                      const KvCacheView& kv, std::vector<float>* logits) {
     return absl::UnimplementedError("this architecture has no MTP block");
+  }
+
+  // --- Model-side draft heads in general (MTP, DSpark): what the engine's runner calls. ---
+
+  // Floats per token the draft head reads from the target forward ("draft features": V4 MTP the
+  // final residual streams, V4.1 DSpark the mean over streams of its target layers' inputs);
+  // 0 = the architecture has no draft head.
+  virtual int64_t draft_feature_floats() const { return 0; }
+  // The most drafts one ProposeDrafts call can return (V4 MTP: chain length; DSpark: its block).
+  virtual int max_model_drafts() const { return 0; }
+  // Forward (same contract as Forward) that also returns every chunk token's draft features in
+  // batch order, [total chunk tokens, draft_feature_floats()] FP32.
+  virtual absl::Status ForwardWithDraftFeatures(const ForwardBatch& batch, const KvCacheView& kv,
+                                                ForwardOutput* out, std::vector<float>* features) {
+    return absl::UnimplementedError("this architecture has no draft head");
+  }
+  // Feeds committed positions [start_pos, start_pos + T) to the draft head's state in
+  // `state_slot` (features [T, draft_feature_floats()] of those positions; `next_tokens[t]` is
+  // the committed token after position start_pos + t; positions are fed in order, exactly once,
+  // like the main model's), then proposes up to `max_drafts` (0: feed only) greedy drafts after
+  // the last next token. Drafting must leave the slot as a run that fed the same positions
+  // without drafting would (provisional entries only past the committed frontier).
+  // Errors: InvalidArgument for malformed input, FailedPrecondition without a draft head.
+  virtual absl::Status ProposeDrafts(int64_t start_pos, std::span<const float> features,
+                                     std::span<const int32_t> next_tokens, int32_t state_slot,
+                                     const KvCacheView& kv, int max_drafts, DraftProposal* out) {
+    return absl::UnimplementedError("this architecture has no draft head");
   }
 };
 
