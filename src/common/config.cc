@@ -65,7 +65,8 @@ const std::vector<EnvVarDoc>& EnvVarDocs() {
       {"DEEPINFER_ACCELERATOR", "cpu", "cpu|cuda: kernel backend"},
       {"DEEPINFER_NUM_THREADS", "0", "kernel threads (0 = all cores)"},
       {"DEEPINFER_FORCE_ISA", "auto",
-       "auto|scalar|avx2|avx512: cap the CPU kernel instruction set"},
+       "auto|scalar|avx2|avx512|avx512bf16|amx: cap the CPU kernel instruction set (auto stops at "
+       "avx512); amxemu|avx512bf16emu: emulated BF16-dot GEMM (tests)"},
       {"DEEPINFER_REPACK_WEIGHTS", "1",
        "0: keep FP4 experts in the checkpoint layout (no repacked copy; slower CPU decode)"},
       {"DEEPINFER_LOG_LEVEL", "info", "debug|info|warning|error"},
@@ -110,12 +111,20 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
       if (!v.ok()) return v.status();
       c.num_threads = *v;
     } else if (name == "DEEPINFER_FORCE_ISA") {
-      auto v = ParseChoice(name, value, {"auto", "scalar", "avx2", "avx512"});
+      auto v = ParseChoice(
+          name, value,
+          {"auto", "scalar", "avx2", "avx512", "avx512bf16", "amx", "amxemu", "avx512bf16emu"});
       if (!v.ok()) return v.status();
-      c.force_isa = *v == "scalar"   ? IsaLevel::kScalar
-                    : *v == "avx2"   ? IsaLevel::kAvx2
-                    : *v == "avx512" ? IsaLevel::kAvx512
-                                     : IsaLevel::kAuto;
+      c.force_isa = *v == "scalar"       ? IsaLevel::kScalar
+                    : *v == "avx2"       ? IsaLevel::kAvx2
+                    : *v == "avx512"     ? IsaLevel::kAvx512
+                    : *v == "avx512bf16" ? IsaLevel::kAvx512Bf16
+                    : *v == "amx"        ? IsaLevel::kAmx
+                    : *v == "auto"       ? IsaLevel::kAuto
+                                         : IsaLevel::kAvx512;  // the emulations
+      c.bf16_dot_emulation = *v == "amxemu"          ? Bf16DotEmulation::kAmx
+                             : *v == "avx512bf16emu" ? Bf16DotEmulation::kVdp
+                                                     : Bf16DotEmulation::kNone;
     } else if (name == "DEEPINFER_REPACK_WEIGHTS") {
       auto v = ParseBool(name, value);
       if (!v.ok()) return v.status();

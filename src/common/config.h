@@ -10,7 +10,11 @@
 //   (compact) DEEPINFER_YOCO_PREFILL_KEEP_TOKENS     >= 134: suffix kept by compact truncation
 //   (140) DEEPINFER_ACCELERATOR                  cpu|cuda: kernel backend (cpu)
 //   DEEPINFER_NUM_THREADS                  kernel threads, 0 = all cores (0)
-//   DEEPINFER_FORCE_ISA                    auto|scalar|avx2|avx512: cap the CPU kernel ISA (auto)
+//   DEEPINFER_FORCE_ISA                    auto|scalar|avx2|avx512|avx512bf16|amx: cap the CPU
+//                                          kernel ISA (auto = the best up to avx512: the BF16-dot
+//                                          levels are opt-in); amxemu|avx512bf16emu: the best
+//                                          vector ISA up to avx512 plus the emulated BF16-dot GEMM
+//                                          (kernels/cpu/bf16_dot.h; tests)
 //   DEEPINFER_REPACK_WEIGHTS               0|1: repack FP4 experts at load for the CPU kernels (1)
 //   DEEPINFER_LOG_LEVEL                    debug|info|warning|error (info)
 //   DEEPINFER_SHARED_DIR                   tests only: path to ../shared (models, goldens)
@@ -28,8 +32,14 @@
 
 namespace deepinfer {
 
-// Kernel instruction set cap (DEEPINFER_FORCE_ISA).
-enum class IsaLevel { kAuto = 0, kScalar = 1, kAvx2 = 2, kAvx512 = 3 };
+// Kernel instruction set cap (DEEPINFER_FORCE_ISA), in increasing order. kAvx512Bf16: the
+// AVX-512 kernels plus VDPBF16PS dot products for exact BF16 x BF16 linears; kAmx: the same with
+// AMX-BF16 tiles (kernels/cpu/bf16_dot.h).
+enum class IsaLevel { kAuto = 0, kScalar = 1, kAvx2 = 2, kAvx512 = 3, kAvx512Bf16 = 4, kAmx = 5 };
+
+// DEEPINFER_FORCE_ISA=amxemu / avx512bf16emu: the BF16-dot GEMM in its portable emulation of
+// the AMX / VDPBF16PS arithmetic order, on any CPU (kernels/cpu/bf16_dot.h).
+enum class Bf16DotEmulation { kNone = 0, kAmx = 1, kVdp = 2 };
 
 // Parsed DEEPINFER_* environment. Defaults are the documented ones above.
 struct EnvConfig {
@@ -42,6 +52,7 @@ struct EnvConfig {
   std::string accelerator = "cpu";
   int num_threads = 0;
   IsaLevel force_isa = IsaLevel::kAuto;
+  Bf16DotEmulation bf16_dot_emulation = Bf16DotEmulation::kNone;
   bool repack_weights = true;
   LogLevel log_level = LogLevel::kInfo;
 };

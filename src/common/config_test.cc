@@ -58,6 +58,35 @@ TEST(EnvConfig, ParsesEveryVariable) {
   EXPECT_EQ(c.log_level, LogLevel::kWarning);
 }
 
+// Every DEEPINFER_FORCE_ISA level (issue #30), and the two emulations of the BF16-dot GEMM,
+// which cap the vector kernels at avx512 and select the emulated tile arithmetic.
+TEST(EnvConfig, ForceIsaLevelsAndBf16DotEmulations) {
+  struct Case {
+    const char* value;
+    IsaLevel isa;
+    Bf16DotEmulation emulation;
+  } cases[] = {
+      {"auto", IsaLevel::kAuto, Bf16DotEmulation::kNone},
+      {"scalar", IsaLevel::kScalar, Bf16DotEmulation::kNone},
+      {"avx2", IsaLevel::kAvx2, Bf16DotEmulation::kNone},
+      {"avx512", IsaLevel::kAvx512, Bf16DotEmulation::kNone},
+      {"AVX512BF16", IsaLevel::kAvx512Bf16, Bf16DotEmulation::kNone},
+      {"amx", IsaLevel::kAmx, Bf16DotEmulation::kNone},
+      {"amxemu", IsaLevel::kAvx512, Bf16DotEmulation::kAmx},
+      {"avx512bf16emu", IsaLevel::kAvx512, Bf16DotEmulation::kVdp},
+  };
+  for (const Case& c : cases) {
+    ASSERT_OK_AND_ASSIGN(EnvConfig config,
+                         ParseEnvConfig({{"DEEPINFER_FORCE_ISA", c.value}}, nullptr));
+    EXPECT_EQ(config.force_isa, c.isa) << c.value;
+    EXPECT_EQ(config.bf16_dot_emulation, c.emulation) << c.value;
+  }
+  EXPECT_THAT(ParseEnvConfig({{"DEEPINFER_FORCE_ISA", "amx2"}}, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("DEEPINFER_FORCE_ISA"), HasSubstr("amx2"),
+                             HasSubstr("avx512bf16, amx, amxemu, avx512bf16emu"))));
+}
+
 TEST(EnvConfig, BadValuesAreClearInvalidArgumentErrors) {
   struct Case {
     const char* name;

@@ -20,12 +20,13 @@ CpuFeatures Detect() {
   const bool osxsave = (c >> 27) & 1;
   f.fma = (c >> 12) & 1;
   f.f16c = (c >> 29) & 1;
-  bool ymm_ok = false, zmm_ok = false;
+  bool ymm_ok = false, zmm_ok = false, tile_ok = false;
   if (osxsave) {
     unsigned lo, hi;
     __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     ymm_ok = (lo & 0x6) == 0x6;
     zmm_ok = (lo & 0xE6) == 0xE6;
+    tile_ok = (lo & 0x60000) == 0x60000;  // XTILECFG (bit 17) and XTILEDATA (bit 18)
   }
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = ymm_ok && ((b >> 5) & 1);
@@ -35,6 +36,8 @@ CpuFeatures Detect() {
     f.avx512vl = zmm_ok && ((b >> 31) & 1);
     f.avx512_vbmi = zmm_ok && ((c >> 1) & 1);
     f.avx512_vnni = zmm_ok && ((c >> 11) & 1);
+    f.amx_bf16 = tile_ok && ((d >> 22) & 1);
+    f.amx_tile = tile_ok && ((d >> 24) & 1);
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
     f.avx512_bf16 = zmm_ok && ((a >> 5) & 1);
@@ -57,8 +60,10 @@ IsaLevel ActiveIsa() {
   if (best == IsaLevel::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) {
     best = IsaLevel::kAvx512;
   }
+  if (best == IsaLevel::kAvx512 && f.avx512_bf16) best = IsaLevel::kAvx512Bf16;
+  if (best == IsaLevel::kAvx512Bf16 && f.amx_tile && f.amx_bf16) best = IsaLevel::kAmx;
   IsaLevel cap = Env().force_isa;
-  if (cap == IsaLevel::kAuto) return best;
+  if (cap == IsaLevel::kAuto) cap = IsaLevel::kAvx512;
   return static_cast<int>(cap) < static_cast<int>(best) ? cap : best;
 }
 
@@ -72,6 +77,10 @@ const char* IsaName(IsaLevel isa) {
       return "avx2";
     case IsaLevel::kAvx512:
       return "avx512";
+    case IsaLevel::kAvx512Bf16:
+      return "avx512bf16";
+    case IsaLevel::kAmx:
+      return "amx";
   }
   return "?";
 }
@@ -89,6 +98,8 @@ std::string CpuFeaturesString() {
   if (f.avx512_bf16) names.push_back("avx512_bf16");
   if (f.avx512_vnni) names.push_back("avx512_vnni");
   if (f.avx512_vbmi) names.push_back("avx512_vbmi");
+  if (f.amx_tile) names.push_back("amx_tile");
+  if (f.amx_bf16) names.push_back("amx_bf16");
   return names.empty() ? "none" : absl::StrJoin(names, " ");
 }
 

@@ -21,6 +21,11 @@ struct CpuFeatures {
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
   bool avx512_vbmi = false;
+  // AMX tiles with BF16 dot products: CPUID AMX-TILE and AMX-BF16, and XCR0 enabling the tile
+  // config and tile data state. (Linux also wants a per-process permission request before
+  // the first tile instruction: kernels/cpu/bf16_dot.h AmxAvailable.)
+  bool amx_tile = false;
+  bool amx_bf16 = false;
   // AMD (and Hygon) cores multiply FP32 subnormal inputs at full speed; Intel cores take a
   // microcode assist for each such FMA (about 100x slower), so kernels that would feed
   // subnormals to FMAs (the AVX2 FP8 bit-placement decoder) are used on AMD only.
@@ -30,8 +35,10 @@ struct CpuFeatures {
 // Features reported by this CPU (detected once; thread-safe).
 const CpuFeatures& DetectedCpuFeatures();
 
-// The ISA level kernels should use: the best the CPU supports, capped by DEEPINFER_FORCE_ISA.
-// kAvx512 requires F, BW, VL and DQ; kAvx2 requires AVX2 and FMA.
+// The ISA level kernels should use: the best the CPU supports, capped by DEEPINFER_FORCE_ISA
+// (auto caps at kAvx512: the BF16-dot levels are opt-in until measured on hardware, issue #30).
+// kAvx2 requires AVX2 and FMA; kAvx512 F, BW, VL and DQ; kAvx512Bf16 also AVX512_BF16; kAmx
+// also AMX-TILE and AMX-BF16 (the OS permission is checked where tiles are used).
 IsaLevel ActiveIsa();
 
 // "avx2 fma f16c avx512f ..." for logs and `deepinfer version`.

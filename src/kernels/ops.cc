@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "kernels/cpu/avx2.h"
 #include "kernels/cpu/avx512.h"
+#include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/reference.h"
 
 namespace deepinfer::kernels {
@@ -49,6 +50,10 @@ void CheckWeight(const WeightView& w) {
 }  // namespace
 
 IsaLevel KernelIsa() {
+  if (const bf16dot::Kernel* k = bf16dot::ActiveKernel(); k != nullptr) {
+    if (*k == bf16dot::Kernel::kAmx) return IsaLevel::kAmx;
+    if (*k == bf16dot::Kernel::kAvx512Bf16) return IsaLevel::kAvx512Bf16;
+  }
   if (UseAvx512()) return IsaLevel::kAvx512;
   return UseAvx2() ? IsaLevel::kAvx2 : IsaLevel::kScalar;
 }
@@ -198,6 +203,11 @@ void DequantizeWeightToBf16(const WeightView& w, uint16_t* out) {
 
 size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
                             const ThreadPool* pool) {
+  // Exact BF16 x BF16 products (FP8 / MXFP4 / BF16 weights, quantised activations) take the
+  // BF16-dot GEMM for every M where a kernel for it is active (cpu/bf16_dot.h).
+  if (bf16dot::ActiveKernel() != nullptr && bf16dot::Applies(w, opt)) {
+    return bf16dot::LinearWorkspaceBytes(M, w, opt, pool ? pool->num_threads() : 1);
+  }
   if (UseAvx512()) {
     return avx512::LinearWorkspaceBytes(M, w, opt, pool ? pool->num_threads() : 1);
   }
@@ -215,6 +225,11 @@ void Linear(const float* x, int64_t M, const WeightView& w, float* y, const Line
   CHECK(workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 64 == 0)
       << "Linear workspace must be 64-byte aligned";
   if (M == 0 || w.rows == 0) return;
+  if (const bf16dot::Kernel* k = bf16dot::ActiveKernel();
+      k != nullptr && bf16dot::Applies(w, opt)) {
+    bf16dot::Linear(*k, x, M, w, y, opt, pool, workspace, workspace_bytes);
+    return;
+  }
   if (UseAvx512()) {
     avx512::Linear(x, M, w, y, opt, pool, workspace, workspace_bytes);
     return;

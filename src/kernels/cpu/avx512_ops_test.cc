@@ -38,7 +38,7 @@ const int64_t kSizes[] = {1, 7, 16, 17, 33, 1000};
 // kernels_avx512_emulated_test: the intrinsics are emulated on AVX2, so these run anywhere.
 bool HaveAvx512() { return true; }
 #else
-bool HaveAvx512() { return ActiveIsa() == IsaLevel::kAvx512; }
+bool HaveAvx512() { return ActiveIsa() >= IsaLevel::kAvx512; }
 #endif
 
 std::vector<float> RandomVector(int64_t n, std::mt19937& rng, float stddev = 1.0f) {
