@@ -40,6 +40,7 @@ SchedulerConfig MakeSchedulerConfig(const EngineConfig& config, const model::Mod
   sc.exact = config.prefix_cache_mode == EngineConfig::PrefixCacheMode::kExact;
   sc.layout_id = layout.layout_id;
   sc.window_tokens = layout.window_tokens;
+  sc.min_recompute_tokens = layout.min_recompute_tokens;
   sc.has_state = layout.StateBytes() > 0;
   return sc;
 }

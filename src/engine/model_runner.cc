@@ -73,6 +73,7 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
     chunk.state_slot = item.state_slot;
     chunk.replay_start = item.replay_start;
     chunk.replay_until = item.replay_until;
+    chunk.prefill_end = item.prefill_end;
     if (item.restore != nullptr) {  // a prefix-cache hit continues from a snapshot
       CHECK(static_cast<int64_t>(item.restore->bytes.size()) == state_bytes_);
       CHECK(item.state_slot >= 0 && item.state_slot < kv_.num_state_slots);

@@ -33,10 +33,13 @@ int64_t Scheduler::MaxHitBlocks(const Sequence* seq) const {
   // A fork of sample 0 (n > 1) and a preempted sequence coming back resume from a snapshot of
   // the same computation: no cap below L - 1 and no replay, so that neither changes outputs.
   const bool resume = seq->sample_index > 0 || seq->admitted_once;
-  // Hit rule 1: leave the window (+ speculative rollback) to recompute.
+  // Hit rule 1: leave the window (+ speculative rollback) to recompute, and the rows a
+  // decoder-side bounded replay keeps (V4.1 compact: its decoder floor is then never below the
+  // hit, so no snapshot's decoder windows are read).
   int64_t cap = L - 1;
   if (config_.window_tokens > 0 && !resume) {
-    cap = L - (config_.window_tokens + model::kSpeculativeRollbackTokens);
+    cap = L - std::max<int64_t>(config_.window_tokens + model::kSpeculativeRollbackTokens,
+                                config_.min_recompute_tokens);
   }
   return cap < kBlockTokens ? 0 : cap / kBlockTokens;
 }
@@ -400,6 +403,7 @@ PlanItem Scheduler::MakeItem(Sequence* seq, int64_t n, int64_t num_draft) {
   item.state_slot = seq->state_slot;
   item.replay_start = seq->replay_start;
   item.replay_until = seq->replay_until;
+  item.prefill_end = seq->info->params.prompt_logprobs >= 0 ? 0 : seq->prompt_len();
   item.restore = std::move(seq->restore);
   seq->restore = nullptr;
   item.swap_ins = std::move(seq->swap_ins);

@@ -162,6 +162,8 @@ struct PlanItem {
   // Bounded replay fields of model::SequenceChunk.
   int64_t replay_start = 0;
   int64_t replay_until = 0;
+  // model::SequenceChunk::prefill_end: the prompt length, 0 for prompt-logprob requests.
+  int64_t prefill_end = 0;
   // Loaded into the state slot before the forward (a prefix-cache hit's snapshot).
   std::shared_ptr<const kv::StateSnapshot> restore;
   // Block payloads to copy into the pool before the forward (host-tier swap-in).
@@ -204,6 +206,8 @@ struct SchedulerConfig {
   bool exact = false;
   uint64_t layout_id = 0;
   int64_t window_tokens = 0;
+  // KvLayout::min_recompute_tokens: a hit also leaves this many tokens to recompute.
+  int64_t min_recompute_tokens = 0;
   bool has_state = false;
 };
 

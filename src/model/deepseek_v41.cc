@@ -77,6 +77,7 @@ struct Seq {
   const KvCacheView* kv = nullptr;
   int64_t floor = 0;       // replay_start: window floor
   int64_t keep_until = 0;  // replay_until: cached rows below it are not rewritten
+  int64_t prefill_end = 0;  // SequenceChunk::prefill_end (compact truncation)
   // DSpark draft block (§5): keys = context ring positions [max(0, p0 - window), p0) plus every
   // row of the chunk (non-causal); the chunk's KV is not written to any ring.
   bool draft = false;
@@ -1009,6 +1010,27 @@ struct DeepseekV41Model::Impl {
     }
   }
 
+  // Decoder floor of compact truncation (§7) for chunk `s`: the layers after the last KV source
+  // skip rows below it and their windows start there; 0 = no truncation. With the prompt length
+  // known (SequenceChunk::prefill_end) every chunk of the sequence uses prefill_end - keep, so
+  // chunking and prefix hits do not change the result; otherwise a kLast chunk longer than the
+  // kept rows truncates at its own end - keep. kAll chunks are never cut (their rows' logits are
+  // wanted) unless they lie wholly above the floor, where the floor only bounds the windows.
+  int64_t DecoderFloor(const Seq& s, LogitsMode mode) const {
+    const Config& c = *cfg;
+    const int64_t last_kv = c.LastKvSource();
+    if (truncate_keep == 0 || last_kv < 0 || last_kv + 1 >= c.num_layers || s.draft) return 0;
+    int64_t f = 0;
+    if (s.prefill_end > 0) {
+      f = s.prefill_end - truncate_keep;
+    } else if (mode == LogitsMode::kLast && s.T > truncate_keep) {
+      f = s.p0 + s.T - truncate_keep;
+    }
+    if (f <= 0 || f <= s.floor) return 0;
+    if (mode == LogitsMode::kAll && f > s.p0) return 0;
+    return f;
+  }
+
   // Whole stack over one chunk; logits rows per `mode` appended to `logits`.
   void RunChunk(const Seq& s, LogitsMode mode, std::vector<float>* logits) const {
     const Config& c = *cfg;
@@ -1035,22 +1057,20 @@ struct DeepseekV41Model::Impl {
     const bool want_features =
         (tracer != nullptr || write_context) && !c.dspark_target_layers.empty();
     if (want_features) features.assign(T * c.dspark_target_layers.size() * D, 0.f);
-    // Compact truncation (§7): a final prefill chunk (kLast) longer than the kept suffix runs
-    // the layers after the last KV source only on its last `truncate_keep` rows, their window
-    // floor at the first kept row. Layers up to and including the last KV source see every row
-    // (the decoder's block KV is a function of the encoder output).
+    // Compact truncation (§7): the layers after the last KV source run only on rows at or
+    // after the decoder floor, their windows starting there. Layers up to and including the
+    // last KV source see every row (the decoder's block KV is a function of the encoder output).
+    const int64_t dec_floor = DecoderFloor(s, mode);
     const int64_t last_kv = c.LastKvSource();
-    const bool truncate = truncate_keep > 0 && mode == LogitsMode::kLast && T > truncate_keep &&
-                          last_kv >= 0 && last_kv + 1 < c.num_layers;
     Seq cur = s;
     for (int64_t l = 0; l < c.num_layers; ++l) {
-      if (truncate && l == last_kv + 1) {
-        const int64_t drop = cur.T - truncate_keep;
+      if (dec_floor > 0 && l == last_kv + 1) {
+        const int64_t drop = std::clamp<int64_t>(dec_floor - cur.p0, 0, cur.T);
         cur.p0 += drop;
-        cur.T = truncate_keep;
+        cur.T -= drop;
         cur.tokens = cur.tokens.subspan(drop);
         cur.image.erase(cur.image.begin(), cur.image.begin() + drop);
-        cur.floor = std::max(cur.floor, cur.p0);
+        cur.floor = std::max(cur.floor, dec_floor);
         X.erase(X.begin(), X.begin() + drop * n * D);
         pre_mix.erase(pre_mix.begin(), pre_mix.begin() + drop * n);
         for (auto& sel : sh.selected) {
@@ -1058,12 +1078,13 @@ struct DeepseekV41Model::Impl {
         }
         if (sh.has_candidates) sh.candidates.erase(sh.candidates.begin(), sh.candidates.begin() + drop);
         if (want_features) features.erase(features.begin(), features.begin() + drop * c.dspark_target_layers.size() * D);
+        if (cur.T == 0) break;  // the whole chunk is below the floor: no decoder work
       }
       Block(l, cur, X.data(), pre_mix.data(), &sh, want_features ? &features : nullptr);
     }
     const int64_t Tout = cur.T;
     if (want_features) TraceF("dspark.main_hidden", features.data(), features.size());
-    if (write_context) WriteDsparkContext(cur, features);
+    if (write_context && cur.T > 0) WriteDsparkContext(cur, features);
     if (tracer != nullptr) tracer->Floats("X_final", std::span<float>(X));
     std::vector<int64_t> rows;
     if (mode == LogitsMode::kLast) rows.push_back(Tout - 1);
@@ -1149,6 +1170,10 @@ void DeepseekV41Model::set_prefill_truncation(bool compact, int64_t keep_tokens)
     keep_tokens = min_keep;
   }
   impl_->truncate_keep = compact ? keep_tokens : 0;
+  // Only when the decoder is actually truncated (a model without decoder replay layers ignores it).
+  const int64_t last_kv = cfg_.LastKvSource();
+  layout_.min_recompute_tokens =
+      compact && last_kv >= 0 && last_kv + 1 < cfg_.num_layers ? keep_tokens : 0;
 }
 
 int64_t DeepseekV41Model::prefill_truncation_keep() const { return impl_->truncate_keep; }
@@ -1291,6 +1316,7 @@ absl::Status DeepseekV41Model::ForwardWithImages(const ForwardBatch& batch,
     s.kv = &kv;
     s.floor = chunk.replay_start;
     s.keep_until = chunk.replay_until;
+    s.prefill_end = chunk.prefill_end;
     im.RunChunk(s, chunk.logits, &out->logits);
     out->chunk_row_begin.push_back(static_cast<int64_t>(out->logits.size()) / cfg_.vocab_size);
   }

@@ -112,11 +112,15 @@ class DeepseekV41Model final : public CausalLM {
                                  const KvCacheView& kv, ForwardOutput* out);
 
   // Decoder-side bounded replay at prefill (§7; defaults from DEEPINFER_YOCO_PREFILL_TRUNCATION_
-  // MODE / _KEEP_TOKENS). With `compact`, a chunk with LogitsMode::kLast and more than
-  // `keep_tokens` tokens runs the layers after the last KV source only on its last keep_tokens
-  // rows, their windows starting at the first kept row (approximate: exact when keep_tokens >=
-  // n_replay_layers * (window - 1) + 1). keep_tokens is raised to window + 6 at least.
-  // kAll / kNone chunks always run every layer on every row. Not thread-safe against Forward.
+  // MODE / _KEEP_TOKENS). With `compact`, the layers after the last KV source run only on rows
+  // at or after the decoder floor, their windows starting there (approximate: exact when
+  // keep_tokens >= n_replay_layers * (window - 1) + 1). The floor is prefill_end - keep_tokens
+  // for every chunk of a sequence whose SequenceChunk::prefill_end is set (chunks wholly below
+  // it skip those layers); without it, a kLast chunk longer than keep_tokens is cut at its own
+  // end - keep_tokens. keep_tokens is raised to window + 6 at least. It also sets
+  // kv_layout().min_recompute_tokens (a prefix hit leaves the kept rows to recompute, so the
+  // decoder windows of a snapshot are never read): call it before an engine takes the model.
+  // Not thread-safe against Forward.
   void set_prefill_truncation(bool compact, int64_t keep_tokens);
   // Rows kept by compact truncation; 0 when it is off ("none").
   int64_t prefill_truncation_keep() const;

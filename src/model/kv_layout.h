@@ -47,6 +47,10 @@ struct KvLayout {
   // 0 when the model keeps no per-sequence state (Llama). The prefix-cache hit rule leaves at
   // least window + kSpeculativeRollbackTokens tokens to recompute (KV-CACHE.md §5).
   int64_t window_tokens = 0;
+  // Tokens at the end of a prompt that a prefix hit also leaves to recompute (0 = none): V4.1
+  // compact truncation's kept rows, so that the decoder floor (prefill_end - kept) is never
+  // below the hit and a snapshot's decoder windows are never read (KV-CACHE.md §5.5).
+  int64_t min_recompute_tokens = 0;
 
   // Bytes of one block (all paged caches; each cache's region 64-byte aligned).
   int64_t BlockBytes() const;

@@ -96,6 +96,13 @@ struct SequenceChunk {
   // per-sequence state (Llama) require replay_start == 0.
   int64_t replay_start = 0;
   int64_t replay_until = 0;
+  // Length of the prompt this chunk's sequence is prefilling (the position where sampling
+  // starts; every chunk of the sequence, decode steps included, passes the same value), or 0
+  // when unknown. Decoder-side bounded replay (V4.1 compact truncation, KV-CACHE.md §5.5) then
+  // truncates at prefill_end - keep for all chunks alike, so its result does not depend on how
+  // the prompt was chunked or where a prefix hit ended. With 0 a kLast chunk is truncated on its
+  // own. The engine passes 0 when it needs every prompt row's logits.
+  int64_t prefill_end = 0;
 };
 
 struct ForwardBatch {
