@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
+#include "engine/speculative/script_drafter.h"
 
 namespace deepinfer::cli {
 
@@ -73,14 +74,18 @@ void AddDecodingFlags(FlagSet& flags) {
                 "append the text a grammar forces in one step (jump-forward decoding; "
                 "--no-jump-forward: one token per forward pass)");
   flags.AddString("speculative-method", "",
-                  "none|ngram|mtp: speculative decoding drafter (ngram: prompt lookup; mtp: the "
-                  "model's MTP block, DeepSeek-V4; default none, or mtp when "
+                  "none|ngram|mtp|scripted: speculative decoding drafter (ngram: prompt lookup; "
+                  "mtp: the model's MTP block, DeepSeek-V4; scripted: a testing drafter that "
+                  "proposes what --speculative-script lists; default none, or mtp when "
                   "DEEPINFER_USE_NEXTN_DECODE > 0)");
   flags.AddString("num-speculative-tokens", "",
                   "draft tokens verified per step, 1..5 (mtp: 1; default: "
                   "DEEPINFER_USE_NEXTN_DECODE, else 1 for mtp and 3 for ngram)");
   flags.AddString("prompt-lookup-min", "2", "ngram: shortest n-gram looked up");
   flags.AddString("prompt-lookup-max", "5", "ngram: longest n-gram looked up");
+  flags.AddString("speculative-script", "",
+                  "scripted (testing only): file of token-id sequences to draft from, one per "
+                  "line, `A/B` = match A, draft B (engine/speculative/script_drafter.h)");
 }
 
 absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* config) {
@@ -97,9 +102,26 @@ absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* conf
     spec.method = Method::kNgram;
   } else if (method == "mtp") {
     spec.method = Method::kMtp;
+  } else if (method == "scripted") {
+    spec.method = Method::kCustom;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--speculative-method: '", method, "' is not one of none, ngram, mtp"));
+        "--speculative-method: '", method, "' is not one of none, ngram, mtp, scripted"));
+  }
+  const std::string script = flags.GetString("speculative-script");
+  if ((method == "scripted") != !script.empty()) {
+    return absl::InvalidArgumentError(
+        method == "scripted" ? "--speculative-method scripted needs --speculative-script FILE"
+                             : "--speculative-script is only for --speculative-method scripted");
+  }
+  if (!script.empty()) {
+    absl::StatusOr<std::shared_ptr<engine::ScriptDrafter>> drafter =
+        engine::ScriptDrafter::Load(script);
+    if (!drafter.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--speculative-script: ", drafter.status().message()));
+    }
+    spec.drafter = *std::move(drafter);
   }
   auto int_flag = [&](const std::string& name, int lo, int hi, int* out) -> absl::Status {
     absl::StatusOr<int64_t> v = flags.GetInt(name);

@@ -34,15 +34,18 @@ void AddPrefixCacheFlags(FlagSet& flags);
 absl::Status ApplyPrefixCacheFlags(const FlagSet& flags, engine::EngineConfig* config);
 
 // Declares the decoding flags: --jump-forward (default on; --no-jump-forward turns it off),
-// --speculative-method none|ngram|mtp, --num-speculative-tokens N, --prompt-lookup-min N and
-// --prompt-lookup-max N (vLLM's names).
+// --speculative-method none|ngram|mtp|dspark|scripted, --num-speculative-tokens N, --prompt-lookup-min N
+// and --prompt-lookup-max N (vLLM's names), --speculative-script FILE (the scripted testing
+// drafter, engine/speculative/script_drafter.h).
 void AddDecodingFlags(FlagSet& flags);
 
 // Sets EngineConfig::jump_forward and EngineConfig::speculative from the flags
 // AddDecodingFlags declared. DEEPINFER_USE_NEXTN_DECODE > 0 selects mtp when
 // --speculative-method is absent and gives the draft length when --num-speculative-tokens is
 // absent; flags win. Errors: InvalidArgument naming the flag (an unknown method, a length
-// outside 1..5, min > max). Whether the model can do mtp is Engine::Create's check.
+// outside 1..5, min > max, scripted without a readable --speculative-script or a script
+// without scripted). Whether the model can do mtp / dspark is Engine::Create's check, which
+// also resolves dspark's default length (0 here) to the model's block.
 absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* config);
 
 }  // namespace deepinfer::cli

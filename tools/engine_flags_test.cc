@@ -1,5 +1,6 @@
 #include "tools/engine_flags.h"
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,34 @@ TEST(DecodingFlagsTest, FlagsReachTheConfigAndBadValuesNameTheFlag) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--num-speculative-tokens")));
   EXPECT_THAT(ApplyDecoding({"--prompt-lookup-min", "4", "--prompt-lookup-max", "2"}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--prompt-lookup-min")));
+}
+
+// --speculative-method scripted loads --speculative-script into a custom drafter; the two flags
+// need each other and a bad file is an error naming the flag.
+TEST(DecodingFlagsTest, ScriptedDrafterReadsItsScript) {
+  const std::string path = ::testing::TempDir() + "/engine_flags_script.txt";
+  {
+    std::ofstream f(path);
+    f << "# prompt then continuation\n1 2 3 4/9 5\n";
+  }
+  ASSERT_OK_AND_ASSIGN(engine::EngineConfig c,
+                       ApplyDecoding({"--speculative-method", "scripted", "--speculative-script",
+                                      path, "--num-speculative-tokens", "5"}));
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kCustom);
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 5);
+  ASSERT_NE(c.speculative.drafter, nullptr);
+  const std::vector<int32_t> committed = {1, 2};
+  engine::DraftContext ctx;
+  ctx.tokens = committed;
+  EXPECT_EQ(c.speculative.drafter->Propose(ctx, 5), (std::vector<int32_t>{3, 9, 5}));
+  EXPECT_THAT(ApplyDecoding({"--speculative-method", "scripted"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-script")));
+  EXPECT_THAT(ApplyDecoding({"--speculative-script", path}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-script")));
+  EXPECT_THAT(ApplyDecoding({"--speculative-method", "scripted", "--speculative-script",
+                             path + ".missing"})
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-script")));
 }
 
 }  // namespace

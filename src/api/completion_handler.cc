@@ -107,7 +107,7 @@ void ApiServer::Impl::HandleCompletion(const http::HttpRequest& hreq, RecordingW
   const std::vector<int32_t> prompt_ids = prompt;
 
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      Submit({id, std::move(prompt), *params, req.cache_salt, *traffic});
+      Submit({id, std::move(prompt), *params, req.cache_salt, *traffic, req.speculative});
   if (!stream.ok()) return SendError(w, stream.status());
 
   struct Sample {

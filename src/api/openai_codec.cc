@@ -487,6 +487,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body) 
   RETURN_IF_ERROR(codec_util::ReadCacheSalt(obj, &req.cache_salt));
   RETURN_IF_ERROR(codec_util::ReadTrafficClass(obj, &req.traffic_class));
   RETURN_IF_ERROR(GetBool(obj, "return_token_ids", &req.return_token_ids));
+  RETURN_IF_ERROR(GetBool(obj, "speculative", &req.speculative));
   RETURN_IF_ERROR(ParseSampling(obj, &req.sampling));
   // best_of is not implemented beyond n (docs/protocol.md); OpenAI's checks still apply, except
   // that best_of == n (SGLang's bench_serving sends best_of: 1 with stream) means n samples.

@@ -99,6 +99,9 @@ struct CompletionRequest {
   // vLLM's `return_token_ids`: each choice carries `prompt_token_ids` and `token_ids` (vLLM puts
   // both on the choice for completions, since a completions request may batch prompts).
   bool return_token_ids = false;
+  // The `speculative` extension field (default true): false runs this request without drafts
+  // when the server speculates (engine::GenerateRequest::speculative); outputs are the same.
+  bool speculative = true;
   SamplingFields sampling;
 };
 

@@ -322,6 +322,19 @@ TEST(OpenAiCodecTest, TrafficClassBodyWinsOverTheHeader) {
   EXPECT_EQ(ErrorParam(bad.status()), "X-Traffic-Class");
 }
 
+// The `speculative` extension on Completions: default true, false opts out, a non-boolean is a
+// 400 naming the field.
+TEST(OpenAiCodecTest, CompletionsSpeculativeField) {
+  ASSERT_OK_AND_ASSIGN(CompletionRequest cmpl, ParseCompletionRequest(R"({"prompt": "x"})"));
+  EXPECT_TRUE(cmpl.speculative);
+  ASSERT_OK_AND_ASSIGN(cmpl, ParseCompletionRequest(R"({"prompt": "x", "speculative": false})"));
+  EXPECT_FALSE(cmpl.speculative);
+  absl::StatusOr<CompletionRequest> bad =
+      ParseCompletionRequest(R"({"prompt": "x", "speculative": "no"})");
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a boolean")));
+  EXPECT_EQ(ErrorParam(bad.status()), "speculative");
+}
+
 // vLLM's return_token_ids: a boolean on Chat and Completions; the ids go where vLLM puts them
 // (Chat: prompt_token_ids at the top level, token_ids per choice; Completions: both per choice).
 TEST(OpenAiCodecTest, ReturnTokenIds) {
