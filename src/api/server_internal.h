@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "api/constraint_rules.h"
 #include "api/engine_backend.h"
 #include "api/engine_metrics.h"
 #include "api/request_metrics.h"
@@ -178,22 +179,9 @@ struct ApiServer::Impl {
   absl::Mutex grammar_mu;
   std::unique_ptr<structured::GrammarCompiler> grammar_compiler ABSL_GUARDED_BY(grammar_mu);
 
-  // Structured output of a chat-like request (docs/structured-output.md): response_format, or
-  // DSML tool calls for tool_choice required / named.
-  struct ConstraintPlan {
-    enum class Kind { kNone, kResponseFormat, kToolCalls };
-    Kind kind = Kind::kNone;
-    protocol::ToolChoice tool_choice;  // kToolCalls: the client's choice
-    bool parallel = true;              // kToolCalls with required: more than one call allowed
-    // The most reasoning tokens before a forced `</think>` (Anthropic thinking.budget_tokens,
-    // vLLM's thinking_token_budget); applies when the prompt opens reasoning. Any kind.
-    std::optional<int64_t> reasoning_budget;
-  };
-  // Before encoding: picks the constraint and adapts the encoder input. response_format turns
-  // thinking off unless `thinking_requested` is true. tool_choice required / named in thinking
-  // mode renders the `auto` prompt (the encoder only prefills in chat mode) and the grammar then
-  // forces the block after `</think>` (DeepSeek's API answers 400 there; docs/protocol.md).
-  // Errors: InvalidArgument (400).
+  // Structured output of a chat-like request (api/constraint_rules.h).
+  using ConstraintPlan = ::deepinfer::api::ConstraintPlan;
+  // Before encoding: api::PlanConstraint, with its 400 naming response_format.
   absl::StatusOr<ConstraintPlan> PlanConstraint(protocol::Conversation* conv,
                                                 std::optional<bool> thinking_requested,
                                                 bool parallel_tool_calls,

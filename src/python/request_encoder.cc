@@ -1,14 +1,13 @@
 #include "python/request_encoder.h"
 
 #include "absl/strings/str_cat.h"
+#include "api/constraint_rules.h"
 #include "api/messages_codec.h"
 #include "api/openai_codec.h"
 #include "api/responses_codec.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "model/hf_config.h"
-#include "nlohmann/json.hpp"
-#include "structured/tool_call_grammar.h"
 
 namespace deepinfer::python {
 namespace {
@@ -22,38 +21,34 @@ struct Parsed {
   std::vector<std::string> stop;
 };
 
-absl::StatusOr<Parsed> ParseBody(RequestApi api, std::string_view body) {
+// The three codecs' requests share these field names.
+template <typename Request>
+Parsed FromRequest(Request r) {
   Parsed p;
+  p.conversation = std::move(r.conversation);
+  p.thinking = r.thinking;
+  p.reasoning_effort = r.reasoning_effort;
+  p.parallel_tool_calls = r.parallel_tool_calls;
+  p.stop = r.sampling.stop;
+  return p;
+}
+
+absl::StatusOr<Parsed> ParseBody(RequestApi api, std::string_view body) {
   switch (api) {
     case RequestApi::kChatCompletions: {
       ASSIGN_OR_RETURN(api::ChatCompletionRequest r, api::ParseChatCompletionRequest(body));
-      p.conversation = std::move(r.conversation);
-      p.thinking = r.thinking;
-      p.reasoning_effort = r.reasoning_effort;
-      p.parallel_tool_calls = r.parallel_tool_calls;
-      p.stop = r.sampling.stop;
-      break;
+      return FromRequest(std::move(r));
     }
     case RequestApi::kResponses: {
       ASSIGN_OR_RETURN(api::ResponsesRequest r, api::ParseResponsesRequest(body));
-      p.conversation = std::move(r.conversation);
-      p.thinking = r.thinking;
-      p.reasoning_effort = r.reasoning_effort;
-      p.parallel_tool_calls = r.parallel_tool_calls;
-      p.stop = r.sampling.stop;
-      break;
+      return FromRequest(std::move(r));
     }
     case RequestApi::kMessages: {
       ASSIGN_OR_RETURN(api::MessagesRequest r, api::ParseMessagesRequest(body));
-      p.conversation = std::move(r.conversation);
-      p.thinking = r.thinking;
-      p.reasoning_effort = r.reasoning_effort;
-      p.parallel_tool_calls = r.parallel_tool_calls;
-      p.stop = r.sampling.stop;
-      break;
+      return FromRequest(std::move(r));
     }
   }
-  return p;
+  return absl::InvalidArgumentError("api: unknown API");
 }
 
 }  // namespace
@@ -107,32 +102,12 @@ absl::StatusOr<EncodedRequest> RequestEncoder::Encode(RequestApi api, std::strin
     if (!req.reasoning_effort.empty()) thinking_requested = req.reasoning_effort != "none";
   }
   const protocol::Conversation& conv = req.conversation;
-  const protocol::ToolChoice::Mode mode = conv.tool_choice.mode;
-  const bool forced_tools = !conv.tools.empty() && (mode == protocol::ToolChoice::Mode::kRequired ||
-                                                    mode == protocol::ToolChoice::Mode::kNamed);
   EncodedRequest out;
+  ASSIGN_OR_RETURN(out.plan,
+                   api::PlanConstraint(conv, thinking_requested, req.parallel_tool_calls, &options));
   std::optional<structured::ConstraintSpec> spec;
-  if (conv.response_format) {
-    if (forced_tools) {
-      return absl::InvalidArgumentError(
-          "response_format cannot be combined with tool_choice 'required' or a named tool: the "
-          "output must be a tool call");
-    }
-    // A constrained answer skips reasoning unless the request asked for it.
-    if (!thinking_requested.value_or(false)) options.thinking = false;
-    nlohmann::json f = nlohmann::json::parse(conv.response_format->format.Dump(), nullptr, false);
-    if (f.is_discarded() || !f.is_object()) {
-      return absl::InvalidArgumentError("response_format must be an object");
-    }
-    spec.emplace();
-    const nlohmann::json* js = f.contains("json_schema") ? &f["json_schema"] : nullptr;
-    if (f.value("type", "") == "json_schema" && js != nullptr && js->is_object() &&
-        js->contains("schema")) {
-      spec->kind = structured::ConstraintSpec::Kind::kJsonSchema;
-      spec->text = (*js)["schema"].dump();
-    } else {
-      spec->kind = structured::ConstraintSpec::Kind::kJsonObject;
-    }
+  if (out.plan.kind == api::ConstraintPlan::Kind::kResponseFormat) {
+    ASSIGN_OR_RETURN(spec, api::ResponseFormatSpec(*conv.response_format));
   }
   if (!req.reasoning_effort.empty() && req.reasoning_effort != "none") {
     ASSIGN_OR_RETURN(options.effort, protocol::ReasoningEffort::Parse(req.reasoning_effort));
@@ -145,29 +120,8 @@ absl::StatusOr<EncodedRequest> RequestEncoder::Encode(RequestApi api, std::strin
   }
   out.prompt_token_ids = *std::move(ids);
   out.thinking = options.thinking;
-  if (forced_tools) {
-    structured::ToolCallGrammarOptions o;
-    for (const protocol::ToolDefinition& t : conv.tools) {
-      o.tools.push_back({t.name, t.parameters.Dump()});
-    }
-    if (mode == protocol::ToolChoice::Mode::kNamed) o.forced_tool = conv.tool_choice.name;
-    o.parallel = req.parallel_tool_calls;
-    o.syntax = family_ == protocol::ModelFamily::kDeepSeekV41 ? structured::DsmlSyntax::V41()
-                                                              : structured::DsmlSyntax::V4();
-    switch (out.prompt.start) {
-      case protocol::ParserStart::kToolCalls:
-        o.start = structured::ToolCallStart::kInBlock;
-        break;
-      case protocol::ParserStart::kToolArguments:
-        o.start = structured::ToolCallStart::kInInvoke;
-        break;
-      default:
-        o.start = structured::ToolCallStart::kAnswer;
-        break;
-    }
-    spec.emplace();
-    spec->kind = structured::ConstraintSpec::Kind::kToolCalls;
-    spec->text = structured::ToolCallGrammarOptionsToJson(o);
+  if (out.plan.kind == api::ConstraintPlan::Kind::kToolCalls) {
+    spec = api::ToolCallsSpec(out.plan, conv, family_, out.prompt.start);
   }
   out.constraint = std::move(spec);
   out.parser_options.start = out.prompt.start;
@@ -196,18 +150,13 @@ absl::Status RequestEncoder::ApplyConstraint(const EncodedRequest& encoded,
   }
   params->grammar = *g;
   if (encoded.prompt.start == protocol::ParserStart::kReasoning) {
-    // Free reasoning, then the grammar after `</think>`; the other ways out of the reasoning
-    // (EOS, a DSML tag) are masked until then.
-    params->grammar_after_token_ids = {markers_.think_end};
-    params->grammar_blocked_before = model_eos_ids;
-    params->grammar_blocked_before.push_back(markers_.eos);
-    if (tokenizer_->eos_id() >= 0) params->grammar_blocked_before.push_back(tokenizer_->eos_id());
-    params->grammar_blocked_before.push_back(markers_.dsml);
-    // A forced call must not be swallowed by reasoning that would not end in time: `</think>`
-    // is forced once the tokens left only fit the shortest call (response_format: reasoning may
-    // use max_tokens up, as vLLM).
-    params->grammar_trigger_reserve =
-        encoded.constraint->kind == structured::ConstraintSpec::Kind::kToolCalls;
+    api::ReasoningExits exits;
+    exits.think_end = markers_.think_end;
+    exits.blocked = model_eos_ids;
+    exits.blocked.push_back(markers_.eos);
+    if (tokenizer_->eos_id() >= 0) exits.blocked.push_back(tokenizer_->eos_id());
+    exits.blocked.push_back(markers_.dsml);
+    api::StartGrammarAfterReasoning(encoded.plan, exits, params);
   }
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/constraint_rules.h"
 #include "engine/sampling_params.h"
 #include "protocol/output_parser.h"
 #include "protocol/prompt_encoder.h"
@@ -43,6 +44,8 @@ struct EncodedRequest {
   // The grammar the server constrains the output with (response_format, or tool_choice
   // required / named); nullopt = none.
   std::optional<structured::ConstraintSpec> constraint;
+  // Which constraint the request needs (api/constraint_rules.h: the server's rules).
+  api::ConstraintPlan plan;
 };
 
 class RequestEncoder {
