@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,8 +30,35 @@
 namespace deepinfer::kernels {
 namespace {
 
-constexpr size_t kBandwidthBytes = size_t{512} << 20;
-constexpr size_t kMinWeightFootprint = size_t{256} << 20;
+// The last-level cache of cpu0 in bytes, from sysfs (the highest `level` among
+// /sys/devices/system/cpu/cpu0/cache/index*; 0 when sysfs does not say).
+size_t LastLevelCacheBytes() {
+  size_t best_level = 0, bytes = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
+    std::ifstream level_in(dir + "/level"), size_in(dir + "/size");
+    size_t level = 0;
+    std::string size;  // e.g. "32768K"
+    if (!(level_in >> level) || !(size_in >> size) || size.empty()) continue;
+    size_t value = std::strtoull(size.c_str(), nullptr, 10);
+    const char unit = size.back();
+    if (unit == 'K') value <<= 10;
+    if (unit == 'M') value <<= 20;
+    if (unit == 'G') value <<= 30;
+    if (level >= best_level) best_level = level, bytes = value;
+  }
+  return bytes;
+}
+
+// Decode weights and the bandwidth array span at least 4x the last-level cache, so rotating
+// through them measures DRAM, not a partly cached working set (issue #30: a 300 MiB L3 made a
+// fixed 256 MiB rotation partly cached).
+size_t AtLeastFourTimesLlc(size_t floor) {
+  static const size_t llc = LastLevelCacheBytes();
+  return std::max(floor, 4 * llc);
+}
+const size_t kBandwidthBytes = AtLeastFourTimesLlc(size_t{512} << 20);
+const size_t kMinWeightFootprint = AtLeastFourTimesLlc(size_t{256} << 20);
 
 ThreadPool* Pool() { return ThreadPool::Default(); }
 
@@ -150,8 +179,9 @@ void MeasureLimits() {
   MeasuredLimits() = {bw[2], fl[2]};
   std::printf(
       "measured limits (%d threads, kernels: %s): read bandwidth %.2f GB/s, FMA peak %.2f "
-      "GFLOP/s\n",
-      Pool()->num_threads(), IsaName(ActiveIsa()), bw[2], fl[2]);
+      "GFLOP/s; last-level cache %zu MiB, decode weights rotate over %zu MiB\n",
+      Pool()->num_threads(), IsaName(ActiveIsa()), bw[2], fl[2], LastLevelCacheBytes() >> 20,
+      kMinWeightFootprint >> 20);
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {
