@@ -74,13 +74,14 @@ void AddDecodingFlags(FlagSet& flags) {
                 "append the text a grammar forces in one step (jump-forward decoding; "
                 "--no-jump-forward: one token per forward pass)");
   flags.AddString("speculative-method", "",
-                  "none|ngram|mtp|scripted: speculative decoding drafter (ngram: prompt lookup; "
-                  "mtp: the model's MTP block, DeepSeek-V4; scripted: a testing drafter that "
+                  "none|ngram|mtp|dspark|scripted: speculative decoding drafter (ngram: prompt "
+                  "lookup; mtp: the model's MTP block, DeepSeek-V4; dspark: the model's DSpark "
+                  "block, DeepSeek-V4.1; scripted: a testing drafter that "
                   "proposes what --speculative-script lists; default none, or mtp when "
                   "DEEPINFER_USE_NEXTN_DECODE > 0)");
   flags.AddString("num-speculative-tokens", "",
-                  "draft tokens verified per step, 1..5 (mtp: 1; default: "
-                  "DEEPINFER_USE_NEXTN_DECODE, else 1 for mtp and 3 for ngram)");
+                  "draft tokens verified per step, 1..5 (default: DEEPINFER_USE_NEXTN_DECODE, "
+                  "else 1 for mtp, the model's block (5) for dspark and 3 for ngram)");
   flags.AddString("prompt-lookup-min", "2", "ngram: shortest n-gram looked up");
   flags.AddString("prompt-lookup-max", "5", "ngram: longest n-gram looked up");
   flags.AddString("speculative-script", "",
@@ -102,11 +103,13 @@ absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* conf
     spec.method = Method::kNgram;
   } else if (method == "mtp") {
     spec.method = Method::kMtp;
+  } else if (method == "dspark") {
+    spec.method = Method::kDspark;
   } else if (method == "scripted") {
     spec.method = Method::kCustom;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--speculative-method: '", method, "' is not one of none, ngram, mtp, scripted"));
+        "--speculative-method: '", method, "' is not one of none, ngram, mtp, dspark, scripted"));
   }
   const std::string script = flags.GetString("speculative-script");
   if ((method == "scripted") != !script.empty()) {
@@ -133,7 +136,9 @@ absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* conf
     *out = static_cast<int>(*v);
     return absl::OkStatus();
   };
-  spec.num_speculative_tokens = spec.method == Method::kMtp ? 1 : 3;
+  // 0 for dspark: the model's block size, resolved by Engine::Create.
+  spec.num_speculative_tokens =
+      spec.method == Method::kMtp ? 1 : (spec.method == Method::kDspark ? 0 : 3);
   if (flags.IsSet("num-speculative-tokens")) {
     absl::Status s = int_flag("num-speculative-tokens", 1, engine::kMaxSpeculativeTokens,
                               &spec.num_speculative_tokens);

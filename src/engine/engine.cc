@@ -28,6 +28,11 @@ namespace {
 
 using model::kBlockTokens;
 
+// Methods whose drafts come from the model's own draft head (CausalLM::ProposeDrafts).
+bool UsesModelDrafts(SpeculativeConfig::Method m) {
+  return m == SpeculativeConfig::Method::kMtp || m == SpeculativeConfig::Method::kDspark;
+}
+
 int64_t BlocksFor(int64_t tokens) { return (tokens + kBlockTokens - 1) / kBlockTokens; }
 
 SchedulerConfig MakeSchedulerConfig(const EngineConfig& config, const model::ModelInfo& info,
@@ -63,8 +68,7 @@ class Engine::Impl {
         runner_(model_.get(),
                 model::KvCacheView{blocks_->base(), blocks_->num_blocks(), slots_->base(),
                                    slots_->num_slots()},
-                model_->kv_layout().StateBytes(),
-                config.speculative.method == SpeculativeConfig::Method::kMtp) {
+                model_->kv_layout().StateBytes(), UsesModelDrafts(config.speculative.method)) {
     std::random_device rd;
     seed_base_ = (uint64_t{rd()} << 32) ^ rd();
     const SpeculativeConfig& spec = config_.speculative;
@@ -242,7 +246,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Impl::Submit(GenerateRequ
   if (!info->params.ignore_eos) info->eos_token_ids = mi.eos_token_ids;
   info->jump_forward =
       config_.jump_forward && info->params.grammar != nullptr && info->params.logprobs < 0;
-  if ((drafter_ != nullptr || config_.speculative.method == SpeculativeConfig::Method::kMtp) &&
+  if ((drafter_ != nullptr || UsesModelDrafts(config_.speculative.method)) &&
       request.speculative) {
     info->max_draft_tokens = config_.speculative.num_speculative_tokens;
   }
@@ -668,8 +672,24 @@ void Engine::Impl::Loop() {
 // ---------------------------------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::CausalLM> model,
-                                                       const EngineConfig& config) {
+                                                       const EngineConfig& config_in) {
   if (model == nullptr) return absl::InvalidArgumentError("Engine::Create: no model");
+  EngineConfig config = config_in;
+  // V4.1 names its DSpark stages mtp.* (num_nextn_predict_layers), and the seed's
+  // DEEPINFER_USE_NEXTN_DECODE (which selects mtp) means DSpark there: mtp on a model whose
+  // draft head is DSpark runs it.
+  if (config.speculative.method == SpeculativeConfig::Method::kMtp &&
+      model->draft_head() == "dspark") {
+    LOG(INFO) << "speculative method mtp on " << model->info().architecture
+              << ": its next-n head is DSpark, drafting with it";
+    config.speculative.method = SpeculativeConfig::Method::kDspark;
+  }
+  // DSpark's default draft length is its block (spec §3.1: 5 in the release).
+  if (config.speculative.method == SpeculativeConfig::Method::kDspark &&
+      config.speculative.num_speculative_tokens == 0) {
+    config.speculative.num_speculative_tokens =
+        std::clamp(model->max_model_drafts(), 1, kMaxSpeculativeTokens);
+  }
   if (config.max_num_seqs < 1 || config.max_num_batched_tokens < 1 ||
       config.max_waiting_requests < 0 || config.kv_memory_bytes < 1) {
     return absl::InvalidArgumentError(
@@ -696,6 +716,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
     }
     if (spec.method == SpeculativeConfig::Method::kCustom && spec.drafter == nullptr) {
       return absl::InvalidArgumentError("engine config: speculative method custom needs a drafter");
+    }
+    if (spec.method == SpeculativeConfig::Method::kDspark) {
+      if (model->draft_head() != "dspark" || model->max_model_drafts() <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "engine config: speculative method dspark needs a model with a DSpark block (",
+            model->info().architecture, " has none)"));
+      }
+      if (spec.num_speculative_tokens > model->max_model_drafts()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "engine config: speculative method dspark drafts at most ", model->max_model_drafts(),
+            " token(s) per step with this model (its block), got num_speculative_tokens ",
+            spec.num_speculative_tokens));
+      }
     }
     if (spec.method == SpeculativeConfig::Method::kMtp) {
       if (model->draft_feature_floats() <= 0 || model->max_model_drafts() <= 0) {

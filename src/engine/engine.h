@@ -39,9 +39,11 @@ struct SpeculativeConfig {
     kNgram,   // n-gram prompt lookup (NgramDrafter)
     kMtp,     // the model's MTP block (DeepSeek-V4), one draft per step (spec §2)
     kCustom,  // `drafter` below (tests: ScriptedDrafter)
+    kDspark,  // the model's DSpark block (DeepSeek-V4.1): a block of drafts per step (spec §3)
   };
   Method method = Method::kNone;
-  // Drafts verified per step (k_max), 1..kMaxSpeculativeTokens.
+  // Drafts verified per step (k_max), 1..kMaxSpeculativeTokens; with kDspark, 0 = the model's
+  // DSpark block size (5 in the release), capped at kMaxSpeculativeTokens.
   int num_speculative_tokens = 3;
   // N-gram sizes tried, longest first (vLLM's prompt_lookup_min / prompt_lookup_max).
   int prompt_lookup_min = 2;
@@ -143,7 +145,9 @@ class Engine {
  public:
   // Takes ownership of the model and starts the engine (and runner) threads. Errors:
   // InvalidArgument for a bad config (non-positive sizes, speculative settings out of range,
-  // kCustom without a drafter, kMtp on a model without an MTP block or with more than 1 draft) or a budget too small for one block (naming the bytes needed).
+  // kCustom without a drafter, kMtp on a model without an MTP block or with more than 1 draft,
+  // kDspark on a model without a DSpark block or with more drafts than its block) or a budget
+  // too small for one block (naming the bytes needed).
   static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<model::CausalLM> model,
                                                         const EngineConfig& config);
   // Aborts whatever is still running and joins the threads.

@@ -114,6 +114,7 @@ class DeepseekV4Model final : public CausalLM {
   // MtpLastLogits and proposes its argmax with its softmax probability as confidence.
   int64_t draft_feature_floats() const override { return mtp_stream_floats(); }
   int max_model_drafts() const override { return cfg_.num_mtp_layers > 0 ? 1 : 0; }
+  std::string_view draft_head() const override { return cfg_.num_mtp_layers > 0 ? "mtp" : ""; }
   absl::Status ForwardWithDraftFeatures(const ForwardBatch& batch, const KvCacheView& kv,
                                         ForwardOutput* out, std::vector<float>* features) override {
     return ForwardWithStreams(batch, kv, out, features);

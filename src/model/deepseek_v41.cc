@@ -108,6 +108,8 @@ struct DeepseekV41Model::Impl {
   int64_t truncate_keep = 0;
   // Forward writes the DSpark context rings (§5).
   bool dspark_context = false;
+  // ForwardWithDraftFeatures: every chunk appends its rows' DSpark target features here.
+  std::vector<float>* feature_sink = nullptr;
 
   // ---------- helpers ----------
   void R(float* x, int64_t n) const {
@@ -928,14 +930,15 @@ struct DeepseekV41Model::Impl {
     RmsNorm(a.data(), w->dspark.main_norm, M, D, main_x);
   }
 
-  // Context KV of the last min(T, ring_slots) rows of the chunk into every stage's ring.
-  void WriteDsparkContext(const Seq& s, const std::vector<float>& features) const {
+  // Context KV of the last min(T, ring_slots) rows of the chunk (features [T, targets*D]) into
+  // every stage's ring.
+  void WriteDsparkContext(const Seq& s, const float* features) const {
     const Config& c = *cfg;
     const int64_t D = c.hidden_size, d = c.head_dim, rd = c.rope_dim;
     const int64_t nt = static_cast<int64_t>(c.dspark_target_layers.size());
     const int64_t t0 = std::max<int64_t>(0, s.T - idx->ring_slots), M = s.T - t0;
     std::vector<float> main_x(M * D), kva(M * d), kv(M * d);
-    DsparkMainX(features.data() + t0 * nt * D, M, main_x.data());
+    DsparkMainX(features + t0 * nt * D, M, main_x.data());
     for (int64_t l = c.num_layers; l < c.TotalBlocks(); ++l) {
       const AttentionWeights41& aw = w->blocks[l].attn;
       Lin(aw.wkv, main_x.data(), M, kva.data(), true);
@@ -1010,6 +1013,15 @@ struct DeepseekV41Model::Impl {
     }
   }
 
+  // ForwardWithDraftFeatures: appends a chunk's T feature rows to feature_sink — zeros for the
+  // T - kept rows compact truncation dropped (no decoder features exist there), then the kept
+  // rows' features.
+  void AppendDraftFeatures(int64_t T, int64_t kept, const std::vector<float>& features) const {
+    const int64_t F = static_cast<int64_t>(cfg->dspark_target_layers.size()) * cfg->hidden_size;
+    feature_sink->insert(feature_sink->end(), (T - kept) * F, 0.f);
+    feature_sink->insert(feature_sink->end(), features.begin(), features.begin() + kept * F);
+  }
+
   // Decoder floor of compact truncation (§7) for chunk `s`: the layers after the last KV source
   // skip rows below it and their windows start there; 0 = no truncation. With the prompt length
   // known (SequenceChunk::prefill_end) every chunk of the sequence uses prefill_end - keep, so
@@ -1055,7 +1067,8 @@ struct DeepseekV41Model::Impl {
     std::vector<float> features;
     const bool write_context = dspark_context && w->has_dspark;
     const bool want_features =
-        (tracer != nullptr || write_context) && !c.dspark_target_layers.empty();
+        (tracer != nullptr || write_context || feature_sink != nullptr) &&
+        !c.dspark_target_layers.empty();
     if (want_features) features.assign(T * c.dspark_target_layers.size() * D, 0.f);
     // Compact truncation (§7): the layers after the last KV source run only on rows at or
     // after the decoder floor, their windows starting there. Layers up to and including the
@@ -1084,7 +1097,8 @@ struct DeepseekV41Model::Impl {
     }
     const int64_t Tout = cur.T;
     if (want_features) TraceF("dspark.main_hidden", features.data(), features.size());
-    if (write_context && cur.T > 0) WriteDsparkContext(cur, features);
+    if (write_context && cur.T > 0) WriteDsparkContext(cur, features.data());
+    if (feature_sink != nullptr && want_features) AppendDraftFeatures(T, cur.T, features);
     if (tracer != nullptr) tracer->Floats("X_final", std::span<float>(X));
     std::vector<int64_t> rows;
     if (mode == LogitsMode::kLast) rows.push_back(Tout - 1);
@@ -1212,6 +1226,91 @@ absl::Status DeepseekV41Model::DsparkDraft(std::span<const DsparkRequest> reques
     s.state = kv.state_base + static_cast<int64_t>(requests[i].state_slot) * layout_.StateBytes();
     s.kv = &kv;
     impl_->Draft(s, requests[i], sample, &(*out)[i]);
+  }
+  return absl::OkStatus();
+}
+
+std::string_view DeepseekV41Model::draft_head() const { return w_->has_dspark ? "dspark" : ""; }
+
+int DeepseekV41Model::max_model_drafts() const {
+  return w_->has_dspark ? static_cast<int>(cfg_.dspark_block_size) : 0;
+}
+
+absl::Status DeepseekV41Model::ForwardWithDraftFeatures(const ForwardBatch& batch,
+                                                        const KvCacheView& kv, ForwardOutput* out,
+                                                        std::vector<float>* features) {
+  if (!w_->has_dspark) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("DeepSeek-V4.1 DSpark: ", cfg_.source, " has no DSpark stages (mtp.*)"));
+  }
+  features->clear();
+  impl_->feature_sink = features;
+  const absl::Status st = ForwardWithImages(batch, {}, kv, out);
+  impl_->feature_sink = nullptr;
+  if (!st.ok()) return st;
+  int64_t rows = 0;
+  for (const SequenceChunk& chunk : batch.chunks) rows += static_cast<int64_t>(chunk.tokens.size());
+  CHECK_EQ(static_cast<int64_t>(features->size()), rows * draft_feature_floats());
+  return absl::OkStatus();
+}
+
+absl::Status DeepseekV41Model::ProposeDrafts(int64_t start_pos, std::span<const float> features,
+                                             std::span<const int32_t> next_tokens,
+                                             int32_t state_slot, const KvCacheView& kv,
+                                             int max_drafts, DraftProposal* out) {
+  out->tokens.clear();
+  out->confidence.clear();
+  const Config& c = cfg_;
+  if (!w_->has_dspark) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("DeepSeek-V4.1 DSpark: ", c.source, " has no DSpark stages (mtp.*)"));
+  }
+  const int64_t T = static_cast<int64_t>(next_tokens.size());
+  const int64_t F = draft_feature_floats();
+  if (static_cast<int64_t>(features.size()) != T * F) {
+    return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4.1 DSpark: ", features.size(),
+                                                   " feature floats for ", T, " positions of ", F));
+  }
+  if (state_slot < 0 || state_slot >= kv.num_state_slots || kv.state_base == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DeepSeek-V4.1 DSpark: bad state slot ", state_slot));
+  }
+  if (start_pos < 0 || start_pos + T > c.max_position_embeddings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DeepSeek-V4.1 DSpark: positions [", start_pos, ", ", start_pos + T,
+                     ") exceed max_position_embeddings ", c.max_position_embeddings));
+  }
+  for (int32_t t : next_tokens) {
+    if (t < 0 || t >= c.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4.1 DSpark: next token ", t,
+                                                     " outside vocabulary ", c.vocab_size));
+    }
+  }
+  if (T == 0) return absl::OkStatus();
+  Seq s;
+  s.p0 = start_pos;
+  s.T = T;
+  s.state = kv.state_base + static_cast<int64_t>(state_slot) * layout_.StateBytes();
+  s.kv = &kv;
+  impl_->WriteDsparkContext(s, features.data());
+  const int64_t anchor_pos = start_pos + T;  // the block covers anchor_pos .. + block - 1
+  if (max_drafts <= 0 || anchor_pos + c.dspark_block_size > c.max_position_embeddings) {
+    return absl::OkStatus();
+  }
+  DsparkRequest req;
+  req.state_slot = state_slot;
+  req.position = anchor_pos - 1;
+  req.token = next_tokens.back();
+  DsparkDraftResult r;
+  Seq ds;
+  ds.state = s.state;
+  ds.kv = &kv;
+  impl_->Draft(ds, req, {}, &r);
+  const int64_t n = std::min<int64_t>(max_drafts, c.dspark_block_size);
+  out->tokens.assign(r.tokens.begin(), r.tokens.begin() + n);
+  for (int64_t i = 0; i < n; ++i) {
+    out->confidence.push_back(
+        static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(r.confidence_logits[i])))));
   }
   return absl::OkStatus();
 }

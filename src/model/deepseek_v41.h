@@ -139,6 +139,26 @@ class DeepseekV41Model final : public CausalLM {
   absl::Status DsparkDraft(std::span<const DsparkRequest> requests, const KvCacheView& kv,
                            const DraftSampler& sample, std::vector<DsparkDraftResult>* out);
 
+  // The engine's draft seam (model.h) for DSpark (speculative.md §3.7; docs/speculative-
+  // decoding.md). Features: per token [bf16(mean over streams entering layer l) for l in
+  // dspark_target_layers] (targets x hidden floats), zeros for rows that compact truncation
+  // skipped (their positions are never read: the kept rows are >= window + 6). ProposeDrafts
+  // writes the context KV of the fed (committed) positions into the stages' rings ("mtp.J.window"
+  // of the state slot's dropped region; only the last window + 6 of them can still be read), then
+  // runs one greedy DsparkDraft with context <= the last fed position and the last next token as
+  // anchor, returning its first min(max_drafts, block) drafts with confidence = sigmoid(logit),
+  // the head's P(d_j accepted | d_1..d_{j-1} accepted). No drafts (OK) when the block would pass
+  // max_position_embeddings. The Forward never writes the rings on this path, so rejected verify
+  // rows leave no trace. A model without DSpark stages reports 0 / 0 and FailedPrecondition.
+  int64_t draft_feature_floats() const override;
+  int max_model_drafts() const override;
+  std::string_view draft_head() const override;
+  absl::Status ForwardWithDraftFeatures(const ForwardBatch& batch, const KvCacheView& kv,
+                                        ForwardOutput* out, std::vector<float>* features) override;
+  absl::Status ProposeDrafts(int64_t start_pos, std::span<const float> features,
+                             std::span<const int32_t> next_tokens, int32_t state_slot,
+                             const KvCacheView& kv, int max_drafts, DraftProposal* out) override;
+
   // Test hooks (not thread-safe); observe one-chunk forwards only.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   void set_debug(std::vector<BlockDebug41>* debug) { debug_ = debug; }

@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -166,6 +167,10 @@ class CausalLM {
 
   // --- Model-side draft heads in general (MTP, DSpark): what the engine's runner calls. ---
 
+  // Which draft head ForwardWithDraftFeatures / ProposeDrafts run: "mtp" (DeepSeek-V4's MTP
+  // block), "dspark" (V4.1's DSpark block), empty = none. The engine checks the configured
+  // speculative method against it.
+  virtual std::string_view draft_head() const { return {}; }
   // Floats per token the draft head reads from the target forward ("draft features": V4 MTP the
   // final residual streams, V4.1 DSpark the mean over streams of its target layers' inputs);
   // 0 = the architecture has no draft head.
