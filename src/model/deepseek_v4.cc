@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/status.h"
+#include "common/step_trace.h"
 #include "common/thread_pool.h"
 #include "model/deepseek_v4_kv_rows.h"
 #include "model/deepseek_v4_numerics.h"
@@ -985,6 +986,7 @@ absl::Status DeepseekV4Model::Run(std::span<const SequenceChunk> chunks, const K
     for (int64_t st = 1; st < n; ++st) std::memcpy(x0 + st * D, x0, D * 4);
   });
   for (int64_t l = 0; l < c.num_layers; ++l) {
+    TraceSpan layer_span("layer");  // `deepinfer bench --trace`: one span per layer
     im.Block(w_->blocks[l], im.blocks[l], absl::StrCat("layers.", l, "."), X.data(), b, tokens);
   }
   if (im.tracer != nullptr) im.tracer->Floats("X_final", std::span<float>(X));

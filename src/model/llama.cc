@@ -10,6 +10,7 @@
 #include "common/check.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/step_trace.h"
 #include "common/thread_pool.h"
 #include "kernels/ops.h"
 
@@ -376,6 +377,7 @@ absl::Status Llama::Forward(const ForwardBatch& batch, const KvCacheView& kv, Fo
   const Vector kNoBias;
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    TraceSpan layer_span("layer");  // `deepinfer bench --trace`: one span per layer
     const LayerWeights& w = layers_[l];
     // Swap-in running beside this forward: layer l's K and V caches first.
     kv.BeforeRead(static_cast<int>(2 * l));

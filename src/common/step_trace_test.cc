@@ -1,6 +1,6 @@
 // StepTrace: recording only while enabled, the event cap, nesting of RAII spans and the
 // Chrome-trace JSON shape (parsed with nlohmann/json).
-#include "engine/step_trace.h"
+#include "common/step_trace.h"
 
 #include <map>
 #include <string>
@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace deepinfer::engine {
+namespace deepinfer {
 namespace {
 
 TEST(StepTraceTest, RecordsOnlyWhileEnabledAndCaps) {
@@ -72,4 +72,4 @@ TEST(StepTraceTest, NestedSpansAndJson) {
 }
 
 }  // namespace
-}  // namespace deepinfer::engine
+}  // namespace deepinfer

@@ -1,4 +1,4 @@
-#include "engine/step_trace.h"
+#include "common/step_trace.h"
 
 #include <algorithm>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 
-namespace deepinfer::engine {
+namespace deepinfer {
 namespace {
 
 // Small stable thread numbers: Chrome's viewer shows one row per tid.
@@ -103,4 +103,4 @@ void TraceSpan::End() {
   begin_ns_ = 0;
 }
 
-}  // namespace deepinfer::engine
+}  // namespace deepinfer
