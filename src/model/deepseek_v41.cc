@@ -91,6 +91,43 @@ struct ChunkShared {
   bool has_candidates = false;
 };
 
+// The rows of one forward: every chunk's tokens concatenated in batch order. Token-wise work
+// (embedding, Engram's projection, mHC, norms, every linear, the router and the experts) runs
+// once over all rows, so a step reads each weight once whatever the number of sequences; only
+// attention, the compressor and the indexer (positions, rings, paged rows, selections) loop over
+// `seqs`. Every row's arithmetic is independent of the other rows (the linear kernels are
+// row-invariant and nothing reduces across rows), so a sequence's logits do not depend on its
+// batch. No sequence has zero rows.
+struct Batch {
+  std::vector<Seq> seqs;
+  std::vector<ChunkShared> sh;  // per sequence
+  int64_t rows = 0;
+  std::vector<int64_t> off;     // [seqs + 1]: rows of seqs[i] are [off[i], off[i + 1])
+  std::vector<int64_t> pos;     // [rows] absolute position
+  std::vector<int32_t> seq_of;  // [rows] index into seqs
+  std::vector<int32_t> tok;     // [rows] token id
+  std::vector<uint8_t> image;   // [rows] image-token flags
+  // Recomputes the row maps from `seqs`.
+  void MapRows() {
+    off.assign(1, 0);
+    pos.clear();
+    seq_of.clear();
+    tok.clear();
+    image.clear();
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const Seq& s = seqs[i];
+      for (int64_t t = 0; t < s.T; ++t) {
+        pos.push_back(s.Pos(t));
+        seq_of.push_back(static_cast<int32_t>(i));
+        tok.push_back(s.tokens[t]);
+        image.push_back(s.image[t]);
+      }
+      off.push_back(off.back() + s.T);
+    }
+    rows = off.back();
+  }
+};
+
 }  // namespace
 
 struct DeepseekV41Model::Impl {
@@ -291,34 +328,39 @@ struct DeepseekV41Model::Impl {
   }
 
   // ---------- Engram (§4.2) ----------
-  void Engram(int64_t l, const Seq& s, float* X, BlockDebug41* dbg, const std::string& pfx) const {
+  void Engram(int64_t l, const Batch& b, float* X, BlockDebug41* dbg, const std::string& pfx) const {
     const Config& c = *cfg;
     const EngramWeights& g = w->blocks[l].engram;
     const int li = hasher->LayerIndex(l);
     CHECK_GE(li, 0);
-    const int64_t T = s.T, n = c.hc_mult, D = c.hidden_size, hd = c.engram_head_dim;
+    const int64_t NR = b.rows, n = c.hc_mult, D = c.hidden_size, hd = c.engram_head_dim;
     const int64_t cols = hasher->columns(), back = c.engram_max_ngram - 1;
-    // Compressed ids of positions [p0 - back, p0 + T): history from the cache.
-    std::vector<int32_t> cids(back + T, kEngramDead);
-    for (int64_t i = 0; i < back; ++i) {
-      const int64_t p = s.p0 - back + i;
-      if (p < 0) continue;
-      std::memcpy(&cids[i], PagedRow(s, idx->engram_cids, p, 1), 4);
-    }
-    for (int64_t t = 0; t < T; ++t) cids[back + t] = hasher->Cid(s.tokens[t], s.image[t]);
-    std::vector<int32_t> ids(T * cols);
+    std::vector<int32_t> ids(NR * cols);
     std::vector<int64_t> ids64(cols);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t p = s.Pos(t);
-      std::vector<int32_t> hist;
-      for (int64_t k = 0; k <= std::min<int64_t>(back, p); ++k) hist.push_back(cids[back + t - k]);
-      hasher->Hash(li, hist, ids64.data());
-      for (int64_t j = 0; j < cols; ++j) ids[t * cols + j] = static_cast<int32_t>(ids64[j]);
+    for (size_t si = 0; si < b.seqs.size(); ++si) {
+      const Seq& s = b.seqs[si];
+      const int64_t T = s.T;
+      int32_t* sid = ids.data() + b.off[si] * cols;
+      // Compressed ids of positions [p0 - back, p0 + T): history from the cache.
+      std::vector<int32_t> cids(back + T, kEngramDead);
+      for (int64_t i = 0; i < back; ++i) {
+        const int64_t p = s.p0 - back + i;
+        if (p < 0) continue;
+        std::memcpy(&cids[i], PagedRow(s, idx->engram_cids, p, 1), 4);
+      }
+      for (int64_t t = 0; t < T; ++t) cids[back + t] = hasher->Cid(s.tokens[t], s.image[t]);
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t p = s.Pos(t);
+        std::vector<int32_t> hist;
+        for (int64_t k = 0; k <= std::min<int64_t>(back, p); ++k) hist.push_back(cids[back + t - k]);
+        hasher->Hash(li, hist, ids64.data());
+        for (int64_t j = 0; j < cols; ++j) sid[t * cols + j] = static_cast<int32_t>(ids64[j]);
+      }
     }
     TraceI(pfx + "engram.hash_ids", ids.data(), ids.size());
     // Rows -> BF16 -> wkv.
-    std::vector<float> rows(T * cols * hd);
-    for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> rows(NR * cols * hd);
+    for (int64_t t = 0; t < NR; ++t) {
       for (int64_t j = 0; j < cols; ++j) {
         const int64_t id = ids[t * cols + j];
         CHECK(id >= 0 && id < g.rows) << "Engram row id " << id;
@@ -329,18 +371,18 @@ struct DeepseekV41Model::Impl {
         }
       }
     }
-    std::vector<float> kv(T * (n + 1) * D);
-    Lin(g.wkv, rows.data(), T, kv.data(), true);
+    std::vector<float> kv(NR * (n + 1) * D);
+    Lin(g.wkv, rows.data(), NR, kv.data(), true);
     R(kv.data(), kv.size());
-    std::vector<float> value(T * D), gate(T * n);
-    for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> value(NR * D), gate(NR * n);
+    for (int64_t t = 0; t < NR; ++t) {
       std::memcpy(value.data() + t * D, kv.data() + (t * (n + 1) + n) * D, D * 4);
     }
     TraceF(pfx + "engram.value", value.data(), value.size());
     const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(D));
-    for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < NR; ++t) {
       for (int64_t st = 0; st < n; ++st) {
-        if (s.image[t]) {
+        if (b.image[t]) {
           gate[t * n + st] = 0.f;
           continue;
         }
@@ -361,7 +403,7 @@ struct DeepseekV41Model::Impl {
       }
     }
     TraceF(pfx + "engram.gate", gate.data(), gate.size());
-    for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < NR; ++t) {
       for (int64_t st = 0; st < n; ++st) {
         float* xs = X + (t * n + st) * D;
         for (int64_t k = 0; k < D; ++k) xs[k] = R1(xs[k] + gate[t * n + st] * value[t * D + k]);
@@ -374,67 +416,76 @@ struct DeepseekV41Model::Impl {
   }
 
   // ---------- CSA2 KV source (§4.5) ----------
-  // Compressor + publishing: rows completed in this chunk go to the paged caches (unless below
-  // keep_until). xn: attn_norm output [T, D].
-  void Publish(int64_t l, const Seq& s, const float* xn, const std::string& pfx) const {
+  // Compressor + publishing: rows completed in this batch go to the paged caches (unless below
+  // the sequence's keep_until). xn: attn_norm output [rows, D].
+  void Publish(int64_t l, const Batch& b, const float* xn, const std::string& pfx) const {
     const Config& c = *cfg;
     const AttentionWeights41& aw = w->blocks[l].attn;
     const int64_t r = c.roles[l].ratio, d = c.head_dim, rd = c.rope_dim, ID = c.index_head_dim;
-    const int64_t T = s.T;
+    const int64_t NR = b.rows;
     std::vector<float> latents;  // completed groups, [G, d]
     std::vector<int64_t> groups;
+    std::vector<int32_t> group_seq;
     if (r == 1) {
-      latents.resize(T * d);
-      std::vector<float> a(T * d);
-      Lin(aw.comp_wkv, xn, T, a.data(), false);
+      latents.resize(NR * d);
+      std::vector<float> a(NR * d);
+      Lin(aw.comp_wkv, xn, NR, a.data(), false);
       R(a.data(), a.size());
-      RmsNorm(a.data(), aw.comp_norm, T, d, latents.data());
-      for (int64_t t = 0; t < T; ++t) groups.push_back(s.Pos(t));
+      RmsNorm(a.data(), aw.comp_norm, NR, d, latents.data());
+      groups = b.pos;
+      group_seq = b.seq_of;
     } else {
-      std::vector<float> a(T * d), g(T * d);
-      Lin(aw.comp_wkv, xn, T, a.data(), false);
-      Lin(aw.comp_wgate, xn, T, g.data(), false);
-      float* carry = reinterpret_cast<float*>(StateAt(s, idx->compressor[l]));  // [r-1][2][d]
+      std::vector<float> a_all(NR * d), g_all(NR * d);
+      Lin(aw.comp_wkv, xn, NR, a_all.data(), false);
+      Lin(aw.comp_wgate, xn, NR, g_all.data(), false);
       std::vector<float> pooled(d), row(d), ga(r), va(r);
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t p = s.Pos(t);
-        if ((p + 1) % r != 0) continue;
-        for (int64_t k = 0; k < d; ++k) {
-          for (int64_t i = 0; i < r; ++i) {
-            const int64_t q = p - r + 1 + i;  // token of the group
-            if (q >= s.p0) {
-              va[i] = a[(q - s.p0) * d + k];
-              ga[i] = g[(q - s.p0) * d + k];
-            } else {
-              const float* slot = carry + (q % r) * 2 * d;
-              va[i] = slot[k];
-              ga[i] = slot[d + k];
+      for (size_t si = 0; si < b.seqs.size(); ++si) {
+        const Seq& s = b.seqs[si];
+        const int64_t T = s.T;
+        const float* a = a_all.data() + b.off[si] * d;
+        const float* g = g_all.data() + b.off[si] * d;
+        float* carry = reinterpret_cast<float*>(StateAt(s, idx->compressor[l]));  // [r-1][2][d]
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t p = s.Pos(t);
+          if ((p + 1) % r != 0) continue;
+          for (int64_t k = 0; k < d; ++k) {
+            for (int64_t i = 0; i < r; ++i) {
+              const int64_t q = p - r + 1 + i;  // token of the group
+              if (q >= s.p0) {
+                va[i] = a[(q - s.p0) * d + k];
+                ga[i] = g[(q - s.p0) * d + k];
+              } else {
+                const float* slot = carry + (q % r) * 2 * d;
+                va[i] = slot[k];
+                ga[i] = slot[d + k];
+              }
             }
+            float mx = kNegInf;
+            for (int64_t i = 0; i < r; ++i) mx = std::max(mx, ga[i]);
+            float sum = 0;
+            for (int64_t i = 0; i < r; ++i) {
+              ga[i] = std::exp(ga[i] - mx);
+              sum += ga[i];
+            }
+            double acc = 0;
+            for (int64_t i = 0; i < r; ++i) acc += static_cast<double>(va[i]) * (ga[i] / sum);
+            pooled[k] = static_cast<float>(acc);
           }
-          float mx = kNegInf;
-          for (int64_t i = 0; i < r; ++i) mx = std::max(mx, ga[i]);
-          float sum = 0;
-          for (int64_t i = 0; i < r; ++i) {
-            ga[i] = std::exp(ga[i] - mx);
-            sum += ga[i];
-          }
-          double acc = 0;
-          for (int64_t i = 0; i < r; ++i) acc += static_cast<double>(va[i]) * (ga[i] / sum);
-          pooled[k] = static_cast<float>(acc);
+          R(pooled.data(), d);
+          RmsNormRow(pooled.data(), aw.comp_norm, d, row.data());
+          latents.insert(latents.end(), row.begin(), row.end());
+          groups.push_back(p - r + 1);
+          group_seq.push_back(static_cast<int32_t>(si));
         }
-        R(pooled.data(), d);
-        RmsNormRow(pooled.data(), aw.comp_norm, d, row.data());
-        latents.insert(latents.end(), row.begin(), row.end());
-        groups.push_back(p - r + 1);
-      }
-      // Pending tokens of the trailing incomplete group.
-      const int64_t lp = s.Pos(T - 1);
-      for (int64_t t = std::max<int64_t>(0, T - (r - 1)); t < T; ++t) {
-        const int64_t p = s.Pos(t);
-        if ((lp + 1) % r == 0 || p / r != lp / r) continue;
-        float* slot = carry + (p % r) * 2 * d;
-        std::memcpy(slot, a.data() + t * d, d * 4);
-        std::memcpy(slot + d, g.data() + t * d, d * 4);
+        // Pending tokens of the trailing incomplete group.
+        const int64_t lp = s.Pos(T - 1);
+        for (int64_t t = std::max<int64_t>(0, T - (r - 1)); t < T; ++t) {
+          const int64_t p = s.Pos(t);
+          if ((lp + 1) % r == 0 || p / r != lp / r) continue;
+          float* slot = carry + (p % r) * 2 * d;
+          std::memcpy(slot, a + t * d, d * 4);
+          std::memcpy(slot + d, g + t * d, d * 4);
+        }
       }
     }
     const int64_t G = static_cast<int64_t>(groups.size());
@@ -460,253 +511,277 @@ struct DeepseekV41Model::Impl {
     TraceF(pfx + "attn.indexer.keys_new", kn.data(), kn.size());
     TraceF(pfx + "attn.compressor.rows_new", rows.data(), rows.size());
     for (int64_t i = 0; i < G; ++i) {
+      const Seq& s = b.seqs[group_seq[i]];
       if (groups[i] < s.keep_until) continue;  // replay: cached row stays
-      const int64_t b = groups[i] / r;
+      const int64_t row_id = groups[i] / r;
       // Tracing may have replaced the values (teacher forcing): re-encode them.
       if (tracer != nullptr) {
         Mxfp4Quantize(kn.data() + i * ID, ID, key_bytes.data() + i * Mxfp4RowBytes(ID));
         Nvfp4Quantize(rows.data() + i * d, d, row_bytes.data() + i * Nvfp4RowBytes(d));
       }
-      std::memcpy(PagedRow(s, idx->index_k[l], b, r), key_bytes.data() + i * Mxfp4RowBytes(ID),
-                  Mxfp4RowBytes(ID));
-      std::memcpy(PagedRow(s, idx->comp_kv[l], b, r), row_bytes.data() + i * Nvfp4RowBytes(d),
+      std::memcpy(PagedRow(s, idx->index_k[l], row_id, r),
+                  key_bytes.data() + i * Mxfp4RowBytes(ID), Mxfp4RowBytes(ID));
+      std::memcpy(PagedRow(s, idx->comp_kv[l], row_id, r), row_bytes.data() + i * Nvfp4RowBytes(d),
                   Nvfp4RowBytes(d));
     }
   }
 
-  // Indexer of an index source (§4.5): selections for every chunk token into sh.selected[l].
-  void Index(int64_t l, const Seq& s, const float* xn, const float* qr, ChunkShared* sh,
-             const std::string& pfx, BlockDebug41* dbg) const {
+  // Indexer of an index source (§4.5): selections for every row into b.sh[seq].selected[l].
+  // Projections over all rows; keys, scores and selections per sequence.
+  void Index(int64_t l, Batch& b, const float* xn, const float* qr, const std::string& pfx) const {
     const Config& c = *cfg;
     const LayerRole& role = c.roles[l];
     const AttentionWeights41& aw = w->blocks[l].attn;
-    const int64_t T = s.T, r = role.ratio, IH = c.index_n_heads, ID = c.index_head_dim,
+    const int64_t NR = b.rows, r = role.ratio, IH = c.index_n_heads, ID = c.index_head_dim,
                   rd = c.rope_dim;
-    std::vector<float> qi(T * IH * ID), wts(T * IH);
-    Lin(aw.idx_wq_b, qr, T, qi.data(), true);
+    std::vector<float> qi(NR * IH * ID), wts(NR * IH);
+    Lin(aw.idx_wq_b, qr, NR, qi.data(), true);
     R(qi.data(), qi.size());
-    ForRows(T, 8 * IH * ID, [&](int64_t t) {
+    ForRows(NR, 8 * IH * ID, [&](int64_t t) {
       for (int64_t h = 0; h < IH; ++h) {
         float* qh = qi.data() + (t * IH + h) * ID;
-        ApplyRope(qh + ID - rd, static_cast<int>(rd), freqs[l], s.Pos(t), false);
+        ApplyRope(qh + ID - rd, static_cast<int>(rd), freqs[l], b.pos[t], false);
         R(qh + ID - rd, rd);
         Mxfp4Quantize(qh, ID, nullptr);
       }
     });
     TraceF(pfx + "attn.indexer.q", qi.data(), qi.size());
-    Lin(aw.idx_weights_proj, xn, T, wts.data(), false);
+    Lin(aw.idx_weights_proj, xn, NR, wts.data(), false);
     R(wts.data(), wts.size());
     const float wscale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ID)) /
                                             std::sqrt(static_cast<double>(IH)));
     for (auto& v : wts) v = R1(v * wscale);
     TraceF(pfx + "attn.indexer.weights", wts.data(), wts.size());
-    // Keys of the KV source: rows [0, rows_end).
-    const int64_t rows_end = (s.Pos(T - 1) + 1) / r;
-    std::vector<float> keys(rows_end * ID);
-    ForRows(rows_end, ID, [&](int64_t b) {
-      Mxfp4Decode(PagedRow(s, idx->index_k[role.kv_source], b, r), ID, keys.data() + b * ID);
-    });
-    std::vector<float> scores(T * rows_end);
-    ForRows(T, rows_end * IH * ID, [&](int64_t t) {
-      for (int64_t b = 0; b < rows_end; ++b) {
-        double acc = 0;
-        for (int64_t h = 0; h < IH; ++h) {
-          acc += std::max(DotF64(qi.data() + (t * IH + h) * ID, keys.data() + b * ID, ID), 0.0) *
-                 wts[t * IH + h];
-        }
-        scores[t * rows_end + b] = static_cast<float>(acc);
-      }
-    });
-    if (tracer != nullptr) {
-      std::vector<float> traced(scores);
-      TraceF(pfx + "index_scores", traced.data(), traced.size());
-    }
     const int64_t cbs = c.candidate_block_size;
-    if (role.candidate_source) {
-      sh->has_candidates = true;
-      sh->candidates.assign(T, std::vector<uint8_t>(rows_end, 0));
+    for (size_t si = 0; si < b.seqs.size(); ++si) {
+      const Seq& s = b.seqs[si];
+      ChunkShared* sh = &b.sh[si];
+      const int64_t T = s.T;
+      const float* qs = qi.data() + b.off[si] * IH * ID;
+      const float* ws = wts.data() + b.off[si] * IH;
+      // Keys of the KV source: rows [0, rows_end).
+      const int64_t rows_end = (s.Pos(T - 1) + 1) / r;
+      std::vector<float> keys(rows_end * ID);
+      ForRows(rows_end, ID, [&](int64_t k) {
+        Mxfp4Decode(PagedRow(s, idx->index_k[role.kv_source], k, r), ID, keys.data() + k * ID);
+      });
+      std::vector<float> scores(T * rows_end);
+      ForRows(T, rows_end * IH * ID, [&](int64_t t) {
+        for (int64_t k = 0; k < rows_end; ++k) {
+          double acc = 0;
+          for (int64_t h = 0; h < IH; ++h) {
+            acc += std::max(DotF64(qs + (t * IH + h) * ID, keys.data() + k * ID, ID), 0.0) *
+                   ws[t * IH + h];
+          }
+          scores[t * rows_end + k] = static_cast<float>(acc);
+        }
+      });
+      if (tracer != nullptr) {
+        std::vector<float> traced(scores);
+        TraceF(pfx + "index_scores", traced.data(), traced.size());
+      }
+      if (role.candidate_source) {
+        sh->has_candidates = true;
+        sh->candidates.assign(T, std::vector<uint8_t>(rows_end, 0));
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t nvis = (s.Pos(t) + 1) / r;
+          if (nvis == 0) continue;
+          const int64_t nblocks = (nvis + cbs - 1) / cbs;
+          std::vector<std::pair<float, int32_t>> bs(nblocks);
+          for (int64_t k = 0; k < nblocks; ++k) {
+            float mx = kNegInf;
+            for (int64_t j = k * cbs; j < std::min(nvis, (k + 1) * cbs); ++j) {
+              mx = std::max(mx, scores[t * rows_end + j]);
+            }
+            bs[k] = {mx, static_cast<int32_t>(k)};
+          }
+          bs[(nvis - 1) / cbs].first = std::numeric_limits<float>::infinity();
+          for (int32_t k : TopFinite(bs, c.candidate_topk_blocks)) {
+            for (int64_t j = k * cbs; j < std::min(rows_end, (k + 1) * cbs); ++j) {
+              sh->candidates[t][j] = 1;
+            }
+          }
+        }
+      }
+      const bool masked = role.candidate_masked && sh->has_candidates;
+      if ((role.candidate_source || masked) && tracer != nullptr) {
+        std::vector<int32_t> cand(T * rows_end);
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t k = 0; k < rows_end; ++k) cand[t * rows_end + k] = sh->candidates[t][k];
+        }
+        TraceI(pfx + "attn.candidates", cand.data(), cand.size());
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t k = 0; k < rows_end; ++k) sh->candidates[t][k] = cand[t * rows_end + k] != 0;
+        }
+      }
+      auto& sel = sh->selected[l];
+      sel.assign(T, {});
+      std::vector<int32_t> flat(T * c.index_topk, -1);
       for (int64_t t = 0; t < T; ++t) {
         const int64_t nvis = (s.Pos(t) + 1) / r;
-        if (nvis == 0) continue;
-        const int64_t nblocks = (nvis + cbs - 1) / cbs;
-        std::vector<std::pair<float, int32_t>> bs(nblocks);
-        for (int64_t k = 0; k < nblocks; ++k) {
-          float mx = kNegInf;
-          for (int64_t b = k * cbs; b < std::min(nvis, (k + 1) * cbs); ++b) {
-            mx = std::max(mx, scores[t * rows_end + b]);
-          }
-          bs[k] = {mx, static_cast<int32_t>(k)};
+        std::vector<std::pair<float, int32_t>> sc(nvis);
+        for (int64_t k = 0; k < nvis; ++k) {
+          float v = scores[t * rows_end + k];
+          if (masked && !sh->candidates[t][k]) v = kNegInf;
+          sc[k] = {v, static_cast<int32_t>(k)};
         }
-        bs[(nvis - 1) / cbs].first = std::numeric_limits<float>::infinity();
-        for (int32_t k : TopFinite(bs, c.candidate_topk_blocks)) {
-          for (int64_t b = k * cbs; b < std::min(rows_end, (k + 1) * cbs); ++b) {
-            sh->candidates[t][b] = 1;
-          }
+        std::vector<int32_t> ids = TopFinite(std::move(sc), c.index_topk);
+        std::sort(ids.begin(), ids.end());
+        std::copy(ids.begin(), ids.end(), flat.begin() + t * c.index_topk);
+      }
+      TraceI(pfx + "attn.indexer.selected", flat.data(), flat.size());
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t j = 0; j < c.index_topk; ++j) {
+          if (flat[t * c.index_topk + j] >= 0) sel[t].push_back(flat[t * c.index_topk + j]);
         }
       }
     }
-    const bool masked = role.candidate_masked && sh->has_candidates;
-    if ((role.candidate_source || masked) && tracer != nullptr) {
-      std::vector<int32_t> cand(T * rows_end);
-      for (int64_t t = 0; t < T; ++t) {
-        for (int64_t b = 0; b < rows_end; ++b) cand[t * rows_end + b] = sh->candidates[t][b];
-      }
-      TraceI(pfx + "attn.candidates", cand.data(), cand.size());
-      for (int64_t t = 0; t < T; ++t) {
-        for (int64_t b = 0; b < rows_end; ++b) sh->candidates[t][b] = cand[t * rows_end + b] != 0;
-      }
-    }
-    auto& sel = sh->selected[l];
-    sel.assign(T, {});
-    std::vector<int32_t> flat(T * c.index_topk, -1);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t nvis = (s.Pos(t) + 1) / r;
-      std::vector<std::pair<float, int32_t>> sc(nvis);
-      for (int64_t b = 0; b < nvis; ++b) {
-        float v = scores[t * rows_end + b];
-        if (masked && !sh->candidates[t][b]) v = kNegInf;
-        sc[b] = {v, static_cast<int32_t>(b)};
-      }
-      std::vector<int32_t> ids = TopFinite(std::move(sc), c.index_topk);
-      std::sort(ids.begin(), ids.end());
-      std::copy(ids.begin(), ids.end(), flat.begin() + t * c.index_topk);
-    }
-    TraceI(pfx + "attn.indexer.selected", flat.data(), flat.size());
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t j = 0; j < c.index_topk; ++j) {
-        if (flat[t * c.index_topk + j] >= 0) sel[t].push_back(flat[t * c.index_topk + j]);
-      }
-    }
-    (void)dbg;
   }
 
   // ---------- attention (§4.4-4.5) ----------
-  void Attention(int64_t l, const Seq& s, const float* xn, ChunkShared* sh, float* out,
-                 const std::string& pfx, BlockDebug41* dbg) const {
+  // Per-sequence inputs of the attention core, decoded once per layer.
+  struct SeqAttention {
+    const std::vector<std::vector<int32_t>>* selected = nullptr;  // [t] compressed rows
+    std::vector<float> comp;        // decoded compressed rows, [needed, d]
+    std::vector<int64_t> comp_at;   // row id -> index into comp, or -1
+    std::vector<float> ring;        // window keys of positions [w0, p0), [p0 - w0, d]
+    int64_t w0 = 0;
+  };
+
+  void Attention(int64_t l, Batch& b, const float* xn, float* out, const std::string& pfx,
+                 BlockDebug41* dbg) const {
     const Config& c = *cfg;
     const LayerRole& role = c.roles[l];
     const AttentionWeights41& aw = w->blocks[l].attn;
-    const int64_t T = s.T, D = c.hidden_size, H = c.num_heads, d = c.head_dim, rd = c.rope_dim;
+    const int64_t NR = b.rows, D = c.hidden_size, H = c.num_heads, d = c.head_dim,
+                  rd = c.rope_dim;
     const int64_t W = c.window;
-    std::vector<float> qa(T * c.q_lora_rank), qr(T * c.q_lora_rank), q(T * H * d);
-    Lin(aw.wq_a, xn, T, qa.data(), true);
+    std::vector<float> qa(NR * c.q_lora_rank), qr(NR * c.q_lora_rank), q(NR * H * d);
+    Lin(aw.wq_a, xn, NR, qa.data(), true);
     R(qa.data(), qa.size());
-    RmsNorm(qa.data(), aw.q_norm, T, c.q_lora_rank, qr.data());
+    RmsNorm(qa.data(), aw.q_norm, NR, c.q_lora_rank, qr.data());
     TraceF(pfx + "attn.qr", qr.data(), qr.size());
-    Lin(aw.wq_b, qr.data(), T, q.data(), true);
+    Lin(aw.wq_b, qr.data(), NR, q.data(), true);
     R(q.data(), q.size());
-    ForRows(T, 4 * H * rd, [&](int64_t t) {
+    ForRows(NR, 4 * H * rd, [&](int64_t t) {
       for (int64_t h = 0; h < H; ++h) {
         float* qh = q.data() + (t * H + h) * d;
-        ApplyRope(qh + d - rd, static_cast<int>(rd), freqs[l], s.Pos(t), false);
+        ApplyRope(qh + d - rd, static_cast<int>(rd), freqs[l], b.pos[t], false);
         R(qh + d - rd, rd);
       }
     });
     TraceF(pfx + "attn.q", q.data(), q.size());
-    std::vector<float> kva(T * d), kv(T * d);
-    Lin(aw.wkv, xn, T, kva.data(), true);
+    std::vector<float> kva(NR * d), kv(NR * d);
+    Lin(aw.wkv, xn, NR, kva.data(), true);
     R(kva.data(), kva.size());
-    RmsNorm(kva.data(), aw.kv_norm, T, d, kv.data());
-    std::vector<uint8_t> kv_bytes(T * idx->window_row_bytes);
-    for (int64_t t = 0; t < T; ++t) {
+    RmsNorm(kva.data(), aw.kv_norm, NR, d, kv.data());
+    std::vector<uint8_t> kv_bytes(NR * idx->window_row_bytes);
+    for (int64_t t = 0; t < NR; ++t) {
       float* k = kv.data() + t * d;
-      ApplyRope(k + d - rd, static_cast<int>(rd), freqs[l], s.Pos(t), false);
+      ApplyRope(k + d - rd, static_cast<int>(rd), freqs[l], b.pos[t], false);
       R(k + d - rd, rd);
       Mxfp8Quantize(k, d, nullptr);
     }
     TraceF(pfx + "attn.kv", kv.data(), kv.size());
-    for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < NR; ++t) {
       // Re-encoding is exact (values are MXFP8 outputs, possibly teacher-forced ones).
       Mxfp8Quantize(kv.data() + t * d, d, kv_bytes.data() + t * idx->window_row_bytes);
     }
 
     // CSA2.
-    const std::vector<std::vector<int32_t>>* selected = nullptr;
     if (role.ratio > 0) {
-      if (role.role == Role::kFull) Publish(l, s, xn, pfx);
-      if (role.role == Role::kFull || role.role == Role::kReindex) {
-        Index(l, s, xn, qr.data(), sh, pfx, dbg);
-      }
-      selected = &sh->selected[role.index_source];
-      CHECK_EQ(static_cast<int64_t>(selected->size()), T) << "layer " << l;
-      if (role.role == Role::kReuse && tracer != nullptr) {
-        // The reused selection (and the mask it was made under), as the trace records them.
-        const int64_t rows_end = (s.Pos(T - 1) + 1) / role.ratio;
-        if (sh->has_candidates) {
-          std::vector<int32_t> cand(T * rows_end);
+      if (role.role == Role::kFull) Publish(l, b, xn, pfx);
+      if (role.role == Role::kFull || role.role == Role::kReindex) Index(l, b, xn, qr.data(), pfx);
+    }
+    std::vector<SeqAttention> sa(b.seqs.size());
+    for (size_t si = 0; si < b.seqs.size(); ++si) {
+      const Seq& s = b.seqs[si];
+      ChunkShared* sh = &b.sh[si];
+      SeqAttention& A = sa[si];
+      const int64_t T = s.T;
+      if (role.ratio > 0) {
+        A.selected = &sh->selected[role.index_source];
+        CHECK_EQ(static_cast<int64_t>(A.selected->size()), T) << "layer " << l;
+        if (role.role == Role::kReuse && tracer != nullptr) {
+          // The reused selection (and the mask it was made under), as the trace records them.
+          const int64_t rows_end = (s.Pos(T - 1) + 1) / role.ratio;
+          if (sh->has_candidates) {
+            std::vector<int32_t> cand(T * rows_end);
+            for (int64_t t = 0; t < T; ++t) {
+              for (int64_t k = 0; k < rows_end; ++k) cand[t * rows_end + k] = sh->candidates[t][k];
+            }
+            TraceI(pfx + "attn.candidates", cand.data(), cand.size());
+          }
+          std::vector<int32_t> flat(T * c.index_topk, -1);
           for (int64_t t = 0; t < T; ++t) {
-            for (int64_t b = 0; b < rows_end; ++b) cand[t * rows_end + b] = sh->candidates[t][b];
+            std::copy((*A.selected)[t].begin(), (*A.selected)[t].end(),
+                      flat.begin() + t * c.index_topk);
           }
-          TraceI(pfx + "attn.candidates", cand.data(), cand.size());
+          TraceI(pfx + "attn.indexer.selected", flat.data(), flat.size());
         }
-        std::vector<int32_t> flat(T * c.index_topk, -1);
-        for (int64_t t = 0; t < T; ++t) {
-          std::copy((*selected)[t].begin(), (*selected)[t].end(), flat.begin() + t * c.index_topk);
+        // Compressed rows needed by this sequence, decoded once.
+        const int64_t r = role.ratio;
+        const int64_t rows_end = (s.Pos(T - 1) + 1) / r;
+        A.comp_at.assign(rows_end, -1);
+        int64_t nneed = 0;
+        for (const auto& v : *A.selected) {
+          for (int32_t k : v) {
+            if (A.comp_at[k] < 0) A.comp_at[k] = nneed++;
+          }
         }
-        TraceI(pfx + "attn.indexer.selected", flat.data(), flat.size());
-      }
-    }
-    // Compressed rows needed by this chunk, decoded once.
-    std::vector<float> comp;
-    std::vector<int64_t> comp_at;
-    if (selected != nullptr) {
-      const int64_t r = role.ratio;
-      const int64_t rows_end = (s.Pos(T - 1) + 1) / r;
-      comp_at.assign(rows_end, -1);
-      int64_t nneed = 0;
-      for (const auto& v : *selected) {
-        for (int32_t b : v) {
-          if (comp_at[b] < 0) comp_at[b] = nneed++;
+        A.comp.resize(nneed * d);
+        for (int64_t k = 0; k < rows_end; ++k) {
+          if (A.comp_at[k] >= 0) {
+            Nvfp4Decode(PagedRow(s, idx->comp_kv[role.kv_source], k, r), d,
+                        A.comp.data() + A.comp_at[k] * d);
+          }
         }
-      }
-      comp.resize(nneed * d);
-      for (int64_t b = 0; b < rows_end; ++b) {
-        if (comp_at[b] >= 0) {
-          Nvfp4Decode(PagedRow(s, idx->comp_kv[role.kv_source], b, r), d,
-                      comp.data() + comp_at[b] * d);
-        }
-      }
-      if (dbg != nullptr) {
-        dbg->selected_rows = selected->back();
-        if (sh->has_candidates && l >= c.candidate_source_layer) {
-          dbg->candidate_positions.clear();
-          for (int64_t b = 0; b < rows_end; ++b) {
-            if (sh->candidates[T - 1][b]) dbg->candidate_positions.push_back(static_cast<int32_t>(b));
+        if (dbg != nullptr) {
+          dbg->selected_rows = A.selected->back();
+          if (sh->has_candidates && l >= c.candidate_source_layer) {
+            dbg->candidate_positions.clear();
+            for (int64_t k = 0; k < rows_end; ++k) {
+              if (sh->candidates[T - 1][k]) dbg->candidate_positions.push_back(static_cast<int32_t>(k));
+            }
           }
         }
       }
+      // Window keys before the chunk, decoded once.
+      A.w0 = s.draft ? std::max<int64_t>(0, s.p0 - W) : std::max(s.floor, s.p0 - W + 1);
+      A.ring.resize(std::max<int64_t>(0, s.p0 - A.w0) * d);
+      for (int64_t p = A.w0; p < s.p0; ++p) {
+        Mxfp8Decode(RingRow(s, l, p), d, A.ring.data() + (p - A.w0) * d);
+      }
     }
-    // Window keys before the chunk, decoded once.
-    const int64_t w0 = s.draft ? std::max<int64_t>(0, s.p0 - W) : std::max(s.floor, s.p0 - W + 1);
-    std::vector<float> ring(std::max<int64_t>(0, s.p0 - w0) * d);
-    for (int64_t p = w0; p < s.p0; ++p) {
-      Mxfp8Decode(RingRow(s, l, p), d, ring.data() + (p - w0) * d);
-    }
-    std::vector<float> o(T * H * d);
+    std::vector<float> o(NR * H * d);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    ThreadPool::Default()->ParallelFor(T, [&](int64_t tb, int64_t te) {
+    ThreadPool::Default()->ParallelFor(NR, [&](int64_t rb, int64_t re) {
       std::vector<const float*> keys;
       std::vector<float> sc;
       std::vector<double> acc(d);
-      for (int64_t t = tb; t < te; ++t) {
-        const int64_t p = s.Pos(t);
+      for (int64_t row = rb; row < re; ++row) {
+        const int32_t si = b.seq_of[row];
+        const Seq& s = b.seqs[si];
+        const SeqAttention& A = sa[si];
+        const float* skv = kv.data() + b.off[si] * d;  // this sequence's rows
+        const int64_t t = row - b.off[si], p = b.pos[row], w0 = A.w0;
         keys.clear();
         if (s.draft) {
           // Context ring (positions < p0) then every block row, bidirectionally.
-          for (int64_t j = w0; j < s.p0; ++j) keys.push_back(ring.data() + (j - w0) * d);
-          for (int64_t j = 0; j < T; ++j) keys.push_back(kv.data() + j * d);
+          for (int64_t j = w0; j < s.p0; ++j) keys.push_back(A.ring.data() + (j - w0) * d);
+          for (int64_t j = 0; j < s.T; ++j) keys.push_back(skv + j * d);
         } else {
           for (int64_t j = std::max(s.floor, p - W + 1); j <= p; ++j) {
-            keys.push_back(j >= s.p0 ? kv.data() + (j - s.p0) * d : ring.data() + (j - w0) * d);
+            keys.push_back(j >= s.p0 ? skv + (j - s.p0) * d : A.ring.data() + (j - w0) * d);
           }
         }
-        if (selected != nullptr) {
-          for (int32_t b : (*selected)[t]) keys.push_back(comp.data() + comp_at[b] * d);
+        if (A.selected != nullptr) {
+          for (int32_t k : (*A.selected)[t]) keys.push_back(A.comp.data() + A.comp_at[k] * d);
         }
         const int64_t nk = static_cast<int64_t>(keys.size());
         sc.resize(nk);
         for (int64_t h = 0; h < H; ++h) {
-          const float* qh = q.data() + (t * H + h) * d;
+          const float* qh = q.data() + (row * H + h) * d;
           float mx = kNegInf;
           for (int64_t j = 0; j < nk; ++j) {
             sc[j] = static_cast<float>(DotF64(qh, keys[j], d)) * scale;
@@ -721,7 +796,7 @@ struct DeepseekV41Model::Impl {
             for (int64_t i = 0; i < d; ++i) acc[i] += pr * keys[j][i];
           }
           denom += std::exp(aw.sink[h] - mx);
-          float* oh = o.data() + (t * H + h) * d;
+          float* oh = o.data() + (row * H + h) * d;
           for (int64_t i = 0; i < d; ++i) oh[i] = R1(static_cast<float>(acc[i] / denom));
           ApplyRope(oh + d - rd, static_cast<int>(rd), freqs[l], p, true);
           R(oh + d - rd, rd);
@@ -730,15 +805,20 @@ struct DeepseekV41Model::Impl {
     });
     TraceF(pfx + "attn.o", o.data(), o.size());
     // Window ring update after every query read the old contents (draft blocks are not cached).
-    for (int64_t t = s.draft ? T : std::max<int64_t>(0, T - idx->ring_slots); t < T; ++t) {
-      std::memcpy(RingRow(s, l, s.Pos(t)), kv_bytes.data() + t * idx->window_row_bytes,
-                  idx->window_row_bytes);
+    for (size_t si = 0; si < b.seqs.size(); ++si) {
+      const Seq& s = b.seqs[si];
+      const int64_t T = s.T;
+      for (int64_t t = s.draft ? T : std::max<int64_t>(0, T - idx->ring_slots); t < T; ++t) {
+        std::memcpy(RingRow(s, l, s.Pos(t)),
+                    kv_bytes.data() + (b.off[si] + t) * idx->window_row_bytes,
+                    idx->window_row_bytes);
+      }
     }
     // Grouped wo_a (BF16 einsum, no activation quantisation) then wo_b.
     const int64_t G = c.o_groups, L = c.o_lora_rank, gin = H * d / G;
-    std::vector<float> z(T * G * L), og(T * gin), zg(T * L);
+    std::vector<float> z(NR * G * L), og(NR * gin), zg(NR * L);
     for (int64_t g = 0; g < G; ++g) {
-      for (int64_t t = 0; t < T; ++t) {
+      for (int64_t t = 0; t < NR; ++t) {
         std::memcpy(og.data() + t * gin, o.data() + t * H * d + g * gin, gin * 4);
       }
       WeightMatrix slice = aw.wo_a;
@@ -749,16 +829,16 @@ struct DeepseekV41Model::Impl {
         slice.rows = L;
         slice.data = static_cast<const float*>(aw.wo_a.data) + g * L * aw.wo_a.cols;
       }
-      Lin(slice, og.data(), T, zg.data(), false);
-      for (int64_t t = 0; t < T; ++t) {
+      Lin(slice, og.data(), NR, zg.data(), false);
+      for (int64_t t = 0; t < NR; ++t) {
         std::memcpy(z.data() + t * G * L + g * L, zg.data() + t * L, L * 4);
       }
     }
     R(z.data(), z.size());
     TraceF(pfx + "attn.z", z.data(), z.size());
-    Lin(aw.wo_b, z.data(), T, out, true);
-    R(out, T * D);
-    TraceF(pfx + "attn.out", out, T * D);
+    Lin(aw.wo_b, z.data(), NR, out, true);
+    R(out, NR * D);
+    TraceF(pfx + "attn.out", out, NR * D);
   }
 
   // ---------- MoE (§4.6) ----------
@@ -787,32 +867,32 @@ struct DeepseekV41Model::Impl {
     R(y, M * D);
   }
 
-  void Moe(int64_t l, const Seq& s, const float* xn, bool dspark, float* out,
+  void Moe(int64_t l, const Batch& b, const float* xn, bool dspark, float* out,
            const std::string& pfx, BlockDebug41* dbg) const {
     const Config& c = *cfg;
     const MoeWeights41& mw = w->blocks[l].ffn;
-    const int64_t T = s.T, D = c.hidden_size, E = mw.gate.rows, K = mw.top_k;
-    std::vector<float> sc(T * E);
-    Lin(mw.gate, xn, T, sc.data(), false);
+    const int64_t NR = b.rows, D = c.hidden_size, E = mw.gate.rows, K = mw.top_k;
+    std::vector<float> sc(NR * E);
+    Lin(mw.gate, xn, NR, sc.data(), false);
     for (auto& v : sc) {
       const float x = v / static_cast<float>(c.gate_temp);
       const float sp = x > 20.f ? x : std::log1p(std::exp(x));
       v = std::sqrt(sp);
     }
     TraceF(pfx + "ffn.scores", sc.data(), sc.size());
-    std::vector<int32_t> ids(T * K);
-    for (int64_t t = 0; t < T; ++t) {
-      const std::vector<float>& bias = (!dspark && s.image[t]) ? mw.bias_vl : mw.bias;
-      std::vector<std::pair<float, int32_t>> b(E);
-      for (int64_t e = 0; e < E; ++e) b[e] = {sc[t * E + e] + bias[e], static_cast<int32_t>(e)};
-      std::partial_sort(b.begin(), b.begin() + K, b.end(), [](const auto& x, const auto& y) {
+    std::vector<int32_t> ids(NR * K);
+    for (int64_t t = 0; t < NR; ++t) {
+      const std::vector<float>& bias = (!dspark && b.image[t]) ? mw.bias_vl : mw.bias;
+      std::vector<std::pair<float, int32_t>> bs(E);
+      for (int64_t e = 0; e < E; ++e) bs[e] = {sc[t * E + e] + bias[e], static_cast<int32_t>(e)};
+      std::partial_sort(bs.begin(), bs.begin() + K, bs.end(), [](const auto& x, const auto& y) {
         return x.first > y.first || (x.first == y.first && x.second < y.second);
       });
-      for (int64_t j = 0; j < K; ++j) ids[t * K + j] = b[j].second;
+      for (int64_t j = 0; j < K; ++j) ids[t * K + j] = bs[j].second;
     }
     TraceI(pfx + "ffn.experts", ids.data(), ids.size());
-    std::vector<float> wts(T * K);
-    for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> wts(NR * K);
+    for (int64_t t = 0; t < NR; ++t) {
       float sum = 0;
       for (int64_t j = 0; j < K; ++j) sum += sc[t * E + ids[t * K + j]];
       for (int64_t j = 0; j < K; ++j) {
@@ -825,9 +905,10 @@ struct DeepseekV41Model::Impl {
       dbg->experts.assign(ids.end() - K, ids.end());
       dbg->expert_weights.assign(wts.end() - K, wts.end());
     }
-    std::vector<float> y(T * D, 0.f);
+    // Each expert once over every row of the batch routed to it.
+    std::vector<float> y(NR * D, 0.f);
     std::vector<std::vector<std::pair<int64_t, float>>> by_expert(E);
-    for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < NR; ++t) {
       for (int64_t j = 0; j < K; ++j) by_expert[ids[t * K + j]].push_back({t, wts[t * K + j]});
     }
     std::vector<float> xg, rw, yg;
@@ -848,18 +929,18 @@ struct DeepseekV41Model::Impl {
         for (int64_t k = 0; k < D; ++k) yt[k] += yg[r * D + k];
       }
     }
-    std::vector<float> shv(T * D);
-    Swiglu(mw.shared, xn, T, nullptr, shv.data());
-    for (int64_t i = 0; i < T * D; ++i) out[i] = R1(y[i] + shv[i]);
-    TraceF(pfx + "ffn.out", out, T * D);
+    std::vector<float> shv(NR * D);
+    Swiglu(mw.shared, xn, NR, nullptr, shv.data());
+    for (int64_t i = 0; i < NR * D; ++i) out[i] = R1(y[i] + shv[i]);
+    TraceF(pfx + "ffn.out", out, NR * D);
   }
 
   // ---------- block (§4.3) ----------
-  // X: [T, n, D] streams; pre_mix: [T, n] carried collapse coefficients (updated).
-  void Block(int64_t l, const Seq& s, float* X, float* pre_mix, ChunkShared* sh,
-             std::vector<float>* features) const {
+  // X: [rows, n, D] streams; pre_mix: [rows, n] carried collapse coefficients (updated);
+  // features: [rows, targets, D] DSpark target features (written at target layers) or null.
+  void Block(int64_t l, Batch& b, float* X, float* pre_mix, std::vector<float>* features) const {
     const Config& c = *cfg;
-    const int64_t T = s.T, n = c.hc_mult, D = c.hidden_size;
+    const int64_t T = b.rows, n = c.hc_mult, D = c.hidden_size;
     const bool dspark = l >= c.num_layers;
     const std::string pfx = dspark ? absl::StrCat("mtp.", l - c.num_layers, ".")
                                    : absl::StrCat("layers.", l, ".");
@@ -868,7 +949,7 @@ struct DeepseekV41Model::Impl {
       debug->emplace_back();
       dbg = &debug->back();
     }
-    if (c.roles[l].engram) Engram(l, s, X, dbg, pfx);
+    if (c.roles[l].engram) Engram(l, b, X, dbg, pfx);
     TraceF(pfx + "X_in", X, T * n * D);
     TraceF(pfx + "pre_mix_in", pre_mix, T * n);
     if (features != nullptr) {
@@ -893,7 +974,7 @@ struct DeepseekV41Model::Impl {
     Collapse(X, pre_mix, T, x.data());
     RmsNorm(x.data(), w->blocks[l].attn_norm, T, D, xn.data());
     TraceF(pfx + "attn_norm.out", xn.data(), xn.size());
-    Attention(l, s, xn.data(), sh, y.data(), pfx, dbg);
+    Attention(l, b, xn.data(), y.data(), pfx, dbg);
     HcPost(X, y.data(), apost.data(), acomb.data(), T);
     TraceF(pfx + "X_mid", X, T * n * D);
     std::vector<float> fpre(T * n), fpost(T * n), fcomb(T * n * n);
@@ -904,7 +985,7 @@ struct DeepseekV41Model::Impl {
     Collapse(X, apre.data(), T, x.data());
     RmsNorm(x.data(), w->blocks[l].ffn_norm, T, D, xn.data());
     TraceF(pfx + "ffn_norm.out", xn.data(), xn.size());
-    Moe(l, s, xn.data(), dspark, y.data(), pfx, dbg);
+    Moe(l, b, xn.data(), dspark, y.data(), pfx, dbg);
     HcPost(X, y.data(), fpost.data(), fcomb.data(), T);
     TraceF(pfx + "X", X, T * n * D);
     std::memcpy(pre_mix, fpre.data(), T * n * 4);
@@ -976,10 +1057,13 @@ struct DeepseekV41Model::Impl {
       for (int64_t st = 1; st < n; ++st) std::memcpy(x0 + st * D, x0, D * 4);
       pre_mix[t * n] = 1.f;
     }
-    ChunkShared sh;
-    sh.selected.resize(c.TotalBlocks());
+    Batch db;
+    db.seqs.push_back(s);
+    db.sh.resize(1);
+    db.sh[0].selected.resize(c.TotalBlocks());
+    db.MapRows();
     for (int64_t l = c.num_layers; l < c.TotalBlocks(); ++l) {
-      Block(l, s, X.data(), pre_mix.data(), &sh, nullptr);
+      Block(l, db, X.data(), pre_mix.data(), nullptr);
     }
     // h = bf16(sum pre_mix . X) (pre-norm), base logits = head_fp32 . norm(h).
     std::vector<float> h(B * D), hn(B * D), base(B * V);
@@ -1043,81 +1127,138 @@ struct DeepseekV41Model::Impl {
     return f;
   }
 
-  // Whole stack over one chunk; logits rows per `mode` appended to `logits`.
-  void RunChunk(const Seq& s, LogitsMode mode, std::vector<float>* logits) const {
+  // Whole stack over every chunk of a forward (one Batch, rows in chunk order; modes[i] is chunk
+  // i's LogitsMode): logits rows appended to out->logits, one chunk_row_begin entry per chunk.
+  void RunBatch(Batch b, std::span<const LogitsMode> modes, ForwardOutput* out) const {
     const Config& c = *cfg;
-    const int64_t T = s.T, n = c.hc_mult, D = c.hidden_size;
+    const int64_t n = c.hc_mult, D = c.hidden_size;
+    const size_t S = b.seqs.size();
     // Engram history for later chunks.
     if (idx->engram_cids >= 0) {
-      for (int64_t t = 0; t < T; ++t) {
-        if (s.Pos(t) < s.keep_until) continue;
-        const int32_t cid = hasher->Cid(s.tokens[t], s.image[t]);
-        std::memcpy(PagedRow(s, idx->engram_cids, s.Pos(t), 1), &cid, 4);
+      for (const Seq& s : b.seqs) {
+        for (int64_t t = 0; t < s.T; ++t) {
+          if (s.Pos(t) < s.keep_until) continue;
+          const int32_t cid = hasher->Cid(s.tokens[t], s.image[t]);
+          std::memcpy(PagedRow(s, idx->engram_cids, s.Pos(t), 1), &cid, 4);
+        }
       }
     }
-    std::vector<float> X(T * n * D), pre_mix(T * n, 0.f);
-    ForRows(T, n * D, [&](int64_t t) {
+    const int64_t NR = b.rows;
+    std::vector<float> X(NR * n * D), pre_mix(NR * n, 0.f);
+    ForRows(NR, n * D, [&](int64_t t) {
       float* x0 = X.data() + t * n * D;
-      for (int64_t k = 0; k < D; ++k) x0[k] = w->embed.At(s.tokens[t], k);
+      for (int64_t k = 0; k < D; ++k) x0[k] = w->embed.At(b.tok[t], k);
       for (int64_t st = 1; st < n; ++st) std::memcpy(x0 + st * D, x0, D * 4);
       pre_mix[t * n] = 1.f;
     });
-    ChunkShared sh;
-    sh.selected.resize(c.TotalBlocks());
     std::vector<float> features;
     const bool write_context = dspark_context && w->has_dspark;
     const bool want_features =
         (tracer != nullptr || write_context || feature_sink != nullptr) &&
         !c.dspark_target_layers.empty();
-    if (want_features) features.assign(T * c.dspark_target_layers.size() * D, 0.f);
+    const int64_t F = static_cast<int64_t>(c.dspark_target_layers.size()) * D;
+    if (want_features) features.assign(NR * F, 0.f);
     // Compact truncation (§7): the layers after the last KV source run only on rows at or
-    // after the decoder floor, their windows starting there. Layers up to and including the
-    // last KV source see every row (the decoder's block KV is a function of the encoder output).
-    const int64_t dec_floor = DecoderFloor(s, mode);
-    const int64_t last_kv = c.LastKvSource();
-    Seq cur = s;
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      if (dec_floor > 0 && l == last_kv + 1) {
-        const int64_t drop = std::clamp<int64_t>(dec_floor - cur.p0, 0, cur.T);
-        cur.p0 += drop;
-        cur.T -= drop;
-        cur.tokens = cur.tokens.subspan(drop);
-        cur.image.erase(cur.image.begin(), cur.image.begin() + drop);
-        cur.floor = std::max(cur.floor, dec_floor);
-        X.erase(X.begin(), X.begin() + drop * n * D);
-        pre_mix.erase(pre_mix.begin(), pre_mix.begin() + drop * n);
-        for (auto& sel : sh.selected) {
-          if (!sel.empty()) sel.erase(sel.begin(), sel.begin() + drop);
-        }
-        if (sh.has_candidates) sh.candidates.erase(sh.candidates.begin(), sh.candidates.begin() + drop);
-        if (want_features) features.erase(features.begin(), features.begin() + drop * c.dspark_target_layers.size() * D);
-        if (cur.T == 0) break;  // the whole chunk is below the floor: no decoder work
-      }
-      Block(l, cur, X.data(), pre_mix.data(), &sh, want_features ? &features : nullptr);
+    // after each sequence's decoder floor, their windows starting there. Layers up to and
+    // including the last KV source see every row (the decoder's block KV is a function of the
+    // encoder output). live[i]: the chunk of b.seqs[i]; kept[chunk]: its rows past the floor.
+    std::vector<int64_t> dec_floor(S), rows_in(S), kept(S);
+    std::vector<int32_t> live(S);
+    bool truncate = false;
+    for (size_t i = 0; i < S; ++i) {
+      dec_floor[i] = DecoderFloor(b.seqs[i], modes[i]);
+      truncate = truncate || dec_floor[i] > 0;
+      rows_in[i] = kept[i] = b.seqs[i].T;
+      live[i] = static_cast<int32_t>(i);
     }
-    const int64_t Tout = cur.T;
+    const int64_t last_kv = c.LastKvSource();
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      if (truncate && l == last_kv + 1) {
+        Batch nb;
+        std::vector<float> nX, npre, nfeat;
+        std::vector<int32_t> nlive;
+        for (size_t i = 0; i < b.seqs.size(); ++i) {
+          Seq s = b.seqs[i];
+          const int64_t f = dec_floor[live[i]];
+          const int64_t drop = std::clamp<int64_t>(f - s.p0, 0, s.T);
+          const int64_t r0 = b.off[i] + drop, keep = s.T - drop;
+          kept[live[i]] = keep;
+          if (keep == 0) continue;  // the whole chunk is below the floor: no decoder work
+          s.p0 += drop;
+          s.T = keep;
+          s.tokens = s.tokens.subspan(drop);
+          s.image.erase(s.image.begin(), s.image.begin() + drop);
+          s.floor = std::max(s.floor, f);
+          ChunkShared sh = std::move(b.sh[i]);
+          for (auto& sel : sh.selected) {
+            if (!sel.empty()) sel.erase(sel.begin(), sel.begin() + drop);
+          }
+          if (sh.has_candidates) sh.candidates.erase(sh.candidates.begin(), sh.candidates.begin() + drop);
+          nX.insert(nX.end(), X.begin() + r0 * n * D, X.begin() + (r0 + keep) * n * D);
+          npre.insert(npre.end(), pre_mix.begin() + r0 * n, pre_mix.begin() + (r0 + keep) * n);
+          if (want_features) {
+            nfeat.insert(nfeat.end(), features.begin() + r0 * F, features.begin() + (r0 + keep) * F);
+          }
+          nb.seqs.push_back(std::move(s));
+          nb.sh.push_back(std::move(sh));
+          nlive.push_back(live[i]);
+        }
+        nb.MapRows();
+        b = std::move(nb);
+        X = std::move(nX);
+        pre_mix = std::move(npre);
+        features = std::move(nfeat);
+        live = std::move(nlive);
+        if (b.rows == 0) break;
+      }
+      Block(l, b, X.data(), pre_mix.data(), want_features ? &features : nullptr);
+    }
     if (want_features) TraceF("dspark.main_hidden", features.data(), features.size());
-    if (write_context && cur.T > 0) WriteDsparkContext(cur, features.data());
-    if (feature_sink != nullptr && want_features) AppendDraftFeatures(T, cur.T, features);
+    // Where chunk i's rows are now: b.seqs[at[i]], or -1 when all were below its floor.
+    std::vector<int32_t> at(S, -1);
+    for (size_t i = 0; i < live.size(); ++i) at[live[i]] = static_cast<int32_t>(i);
+    for (size_t ci = 0; ci < S; ++ci) {
+      const int32_t i = at[ci];
+      if (write_context && i >= 0) WriteDsparkContext(b.seqs[i], features.data() + b.off[i] * F);
+      if (feature_sink != nullptr && want_features) {
+        const std::vector<float> mine =
+            i >= 0 ? std::vector<float>(features.begin() + b.off[i] * F,
+                                        features.begin() + b.off[i + 1] * F)
+                   : std::vector<float>();
+        AppendDraftFeatures(rows_in[ci], kept[ci], mine);
+      }
+    }
     if (tracer != nullptr) tracer->Floats("X_final", std::span<float>(X));
-    std::vector<int64_t> rows;
-    if (mode == LogitsMode::kLast) rows.push_back(Tout - 1);
-    if (mode == LogitsMode::kAll) {
-      for (int64_t t = 0; t < Tout; ++t) rows.push_back(t);
+    // Logits: one norm + head pass over the wanted rows of every chunk.
+    std::vector<int64_t> rows, count(S, 0);
+    for (size_t ci = 0; ci < S; ++ci) {
+      const int32_t i = at[ci];
+      if (modes[ci] == LogitsMode::kNone) continue;
+      CHECK_GE(i, 0) << "chunk " << ci << " wants logits of rows below its decoder floor";
+      if (modes[ci] == LogitsMode::kLast) rows.push_back(b.off[i + 1] - 1);
+      if (modes[ci] == LogitsMode::kAll) {
+        for (int64_t r = b.off[i]; r < b.off[i + 1]; ++r) rows.push_back(r);
+      }
+      count[ci] = modes[ci] == LogitsMode::kLast ? 1 : b.off[i + 1] - b.off[i];
     }
     const int64_t M = static_cast<int64_t>(rows.size());
-    if (M == 0) return;
-    std::vector<float> h(M * D), hn(M * D), out(M * c.vocab_size);
-    std::vector<float> pm(M * n), Xs(M * n * D);
-    for (int64_t i = 0; i < M; ++i) {
-      std::memcpy(pm.data() + i * n, pre_mix.data() + rows[i] * n, n * 4);
-      std::memcpy(Xs.data() + i * n * D, X.data() + rows[i] * n * D, n * D * 4);
+    std::vector<float> logits(M * c.vocab_size);
+    if (M > 0) {
+      std::vector<float> h(M * D), hn(M * D);
+      std::vector<float> pm(M * n), Xs(M * n * D);
+      for (int64_t i = 0; i < M; ++i) {
+        std::memcpy(pm.data() + i * n, pre_mix.data() + rows[i] * n, n * 4);
+        std::memcpy(Xs.data() + i * n * D, X.data() + rows[i] * n * D, n * D * 4);
+      }
+      Collapse(Xs.data(), pm.data(), M, h.data());
+      RmsNorm(h.data(), w->norm, M, D, hn.data());
+      Lin(w->head, hn.data(), M, logits.data(), false);
+      if (tracer != nullptr && S == 1 && modes[0] == LogitsMode::kAll) {
+        TraceF("logits", logits.data(), logits.size());
+      }
     }
-    Collapse(Xs.data(), pm.data(), M, h.data());
-    RmsNorm(h.data(), w->norm, M, D, hn.data());
-    Lin(w->head, hn.data(), M, out.data(), false);
-    if (tracer != nullptr && mode == LogitsMode::kAll) TraceF("logits", out.data(), out.size());
-    logits->insert(logits->end(), out.begin(), out.end());
+    out->logits.insert(out->logits.end(), logits.begin(), logits.end());
+    for (size_t ci = 0; ci < S; ++ci) out->chunk_row_begin.push_back(out->chunk_row_begin.back() + count[ci]);
   }
 };
 
@@ -1228,6 +1369,11 @@ absl::Status DeepseekV41Model::DsparkDraft(std::span<const DsparkRequest> reques
     impl_->Draft(s, requests[i], sample, &(*out)[i]);
   }
   return absl::OkStatus();
+}
+
+int64_t DeepseekV41Model::draft_feature_floats() const {
+  if (!w_->has_dspark) return 0;
+  return static_cast<int64_t>(cfg_.dspark_target_layers.size()) * cfg_.hidden_size;
 }
 
 std::string_view DeepseekV41Model::draft_head() const { return w_->has_dspark ? "dspark" : ""; }
@@ -1400,6 +1546,8 @@ absl::Status DeepseekV41Model::ForwardWithImages(const ForwardBatch& batch,
   const bool hooks = batch.chunks.size() == 1;
   im.tracer = hooks ? tracer_ : nullptr;
   im.debug = hooks ? debug_ : nullptr;
+  Batch rows;
+  std::vector<LogitsMode> modes;
   for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
     const SequenceChunk& chunk = batch.chunks[ci];
     Seq s;
@@ -1416,9 +1564,12 @@ absl::Status DeepseekV41Model::ForwardWithImages(const ForwardBatch& batch,
     s.floor = chunk.replay_start;
     s.keep_until = chunk.replay_until;
     s.prefill_end = chunk.prefill_end;
-    im.RunChunk(s, chunk.logits, &out->logits);
-    out->chunk_row_begin.push_back(static_cast<int64_t>(out->logits.size()) / cfg_.vocab_size);
+    rows.seqs.push_back(std::move(s));
+    rows.sh.emplace_back().selected.resize(cfg_.TotalBlocks());
+    modes.push_back(chunk.logits);
   }
+  rows.MapRows();
+  im.RunBatch(std::move(rows), modes, out);
   im.tracer = nullptr;
   im.debug = nullptr;
   return absl::OkStatus();

@@ -15,8 +15,10 @@
 // and keeps the FP8/FP4/NVFP4/MXFP simulations (tier B). Cache rows are the compact formats of
 // deepseek_v41_formats.h in both tiers (lossless: cached values are quantiser outputs).
 //
-// Chunks of one batch run one after another through the whole stack; each chunk's arithmetic
-// only depends on its own tokens and caches, so logits are bitwise batch-invariant.
+// One weight pass per forward: every chunk's rows go through each layer together (projections,
+// mHC, norms, router and experts over all rows; attention, compressor and indexer per sequence),
+// and each row's arithmetic depends only on its own sequence's tokens and caches (the linear
+// kernels are row-invariant), so logits are bitwise batch-invariant.
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V41_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V41_H_
 

@@ -657,6 +657,76 @@ TEST(DsV41Invariants, BatchInvariance) {
 }
 
 
+// One weight pass per step (deepseek_v41.h): a forward over decode steps of two sequences, a
+// compact-truncated whole prompt and a middle chunk wholly below its decoder floor (prefill_end
+// set: the decoder layers skip it) gives every chunk the logits it gets alone, for two steps
+// (so the states they left are the same too); and the prompt chunked at 200 with prefill_end
+// ends with the same logits as the whole prompt (the floor does not depend on the chunking).
+TEST(DsV41Invariants, MixedBatchEqualsEachChunkAlone) {
+  SKIP_WITHOUT_SHARED();
+  auto model = LoadTiny(false);
+  model->set_prefill_truncation(true, 28);
+  const std::vector<int32_t> p300 = Ints(ReadJson(GoldenDir() + "/prompt_300.json")["prompt"]);
+  const std::vector<int32_t> p40 = Ints(ReadJson(GoldenDir() + "/prompt_040.json")["prompt"]);
+  const std::vector<int32_t> p7 = Ints(ReadJson(GoldenDir() + "/prompt_007.json")["prompt"]);
+  const int32_t next[3][2] = {{5, 6}, {9, 10}, {11, 12}};
+  struct Part {
+    int slot;
+    int64_t start;
+    std::vector<int32_t> tokens;
+    LogitsMode mode;
+  };
+  // Step 0 and step 1 of the four sequences.
+  const std::vector<Part> steps[2] = {
+      {{0, 40, {next[0][0]}, LogitsMode::kLast},
+       {1, 7, {next[1][0]}, LogitsMode::kLast},
+       {2, 0, p300, LogitsMode::kLast},
+       {3, 0, std::vector<int32_t>(p300.begin(), p300.begin() + 200), LogitsMode::kNone}},
+      {{0, 41, {next[0][1]}, LogitsMode::kLast},
+       {1, 8, {next[1][1]}, LogitsMode::kLast},
+       {2, 300, {next[2][1]}, LogitsMode::kLast},
+       {3, 200, std::vector<int32_t>(p300.begin() + 200, p300.end()), LogitsMode::kLast}}};
+  auto chunk = [](const Session& s, const Part& part) {
+    SequenceChunk c;
+    c.start_pos = part.start;
+    c.tokens = part.tokens;
+    c.block_table = s.table(part.slot);
+    c.state_slot = part.slot;
+    c.logits = part.mode;
+    c.prefill_end = part.slot >= 2 ? 300 : part.slot == 0 ? 40 : 7;
+    return c;
+  };
+  Session batched(model.get(), 320, 4), alone(model.get(), 320, 4);
+  for (Session* s : {&batched, &alone}) {
+    ASSERT_OK(s->Feed(p40, 0, 0, {}, LogitsMode::kLast).status());
+    ASSERT_OK(s->Feed(p7, 0, 1, {}, LogitsMode::kLast).status());
+  }
+  const int64_t V = model->config().vocab_size;
+  std::vector<float> last_of_slot2;
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE(step);
+    ForwardBatch all;
+    for (const Part& part : steps[step]) all.chunks.push_back(chunk(batched, part));
+    ForwardOutput got;
+    ASSERT_OK(model->Forward(all, batched.view(), &got));
+    std::vector<float> want;
+    for (const Part& part : steps[step]) {
+      ForwardBatch one;
+      one.chunks.push_back(chunk(alone, part));
+      ForwardOutput out;
+      ASSERT_OK(model->Forward(one, alone.view(), &out));
+      want.insert(want.end(), out.logits.begin(), out.logits.end());
+    }
+    ASSERT_EQ(got.chunk_row_begin, (std::vector<int64_t>{0, 1, 2, 3, step == 0 ? 3 : 4}));
+    EXPECT_EQ(got.logits, want);
+    if (step == 0) last_of_slot2.assign(got.logits.begin() + 2 * V, got.logits.begin() + 3 * V);
+    if (step == 1) {
+      const std::vector<float> chunked(got.logits.begin() + 3 * V, got.logits.end());
+      EXPECT_EQ(chunked, last_of_slot2);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Engram constants and token map without engram_tables.json (spec §4.2).
 
