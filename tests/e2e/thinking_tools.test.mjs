@@ -87,7 +87,9 @@ describe('generation_config.json defaults for omitted sampling fields', { skip }
     // The demo checkpoint's files (symlinked) plus a generation_config.json asking for greedy
     // decoding: requests that omit temperature must then not depend on their seed.
     tmp = fs.mkdtempSync(path.join(path.dirname(dir), 'gen-config-'));
-    for (const f of fs.readdirSync(dir)) fs.symlinkSync(path.join(dir, f), path.join(tmp, f));
+    for (const f of fs.readdirSync(dir)) {
+      if (f !== 'generation_config.json') fs.symlinkSync(path.resolve(dir, f), path.join(tmp, f));
+    }
     fs.writeFileSync(path.join(tmp, 'generation_config.json'), JSON.stringify({ temperature: 0, top_p: 0.5 }));
     server = await startServer(tmp, ['--served-model-name', 'demo', '--prefix-cache-mode', 'exact']);
   });
