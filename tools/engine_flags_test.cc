@@ -107,6 +107,17 @@ TEST(DecodingFlagsTest, FlagsReachTheConfigAndBadValuesNameTheFlag) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--prompt-lookup-min")));
 }
 
+// --speculative-method dspark: the DSpark block of a V4.1 model; its default length is 0 (the
+// model's block, resolved by Engine::Create), a flag sets it explicitly.
+TEST(DecodingFlagsTest, DsparkDefaultsToTheModelsBlock) {
+  ASSERT_OK_AND_ASSIGN(engine::EngineConfig c, ApplyDecoding({"--speculative-method", "dspark"}));
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kDspark);
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 0);
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "dspark",
+                                         "--num-speculative-tokens", "3"}));
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 3);
+}
+
 // --speculative-method scripted loads --speculative-script into a custom drafter; the two flags
 // need each other and a bad file is an error naming the flag.
 TEST(DecodingFlagsTest, ScriptedDrafterReadsItsScript) {
