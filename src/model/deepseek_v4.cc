@@ -23,8 +23,26 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Layout version mixed into KvLayout::layout_id: 1 = FP32 rows everywhere; 2 = the row formats
-// of deepseek_v4_kv_rows.h, chosen at load (compact with BF16 activations, FP32 otherwise).
-constexpr int64_t kLayoutVersion = 2;
+// of deepseek_v4_kv_rows.h, chosen at load (compact with BF16 activations, FP32 otherwise);
+// 3 = position-indexed state with speculative spare slots (window rings of window + 6 slots,
+// overlap compressor rings of 2m + 6 entries), so snapshots of version 2 never match.
+constexpr int64_t kLayoutVersion = 3;
+
+// Slots of a window ring: the window plus the anchor and the drafts a verify writes past the
+// committed frontier (spec speculative.md §4.6.1; the seed's 128 + 6). Position p is slot p % R.
+int64_t WindowRingSlots(int64_t window) { return window + kSpeculativeRollbackTokens; }
+
+// Per-token (a, g + ape) entries of a compressor with ratio m (spec speculative.md §4.6.2
+// option (b)): a position-indexed ring (position p is entry p % slots) covering the positions the
+// next pool reads — the current block and, for the overlap compressor (m = 4, coff 2), the
+// previous one — plus the anchor and drafts a verify may write past the committed frontier:
+// 2m + 6 (overlap) or m + 6 entries. Pooling reads the ring in place, so a rejected draft never
+// moves or overwrites an entry a committed pool still needs. (m entries would not do for the
+// non-overlap compressor: a rejected draft past the block's end wraps onto the entries of the
+// block its rejected completion left open.)
+int64_t CompressorSlots(int64_t ratio, int64_t coff) {
+  return coff * ratio + kSpeculativeRollbackTokens;
+}
 
 // Bound on the indexer keys one layer decodes at a time (sequences are scored in groups whose
 // decoded keys fit; one sequence alone may exceed it).
@@ -296,33 +314,38 @@ struct DeepseekV4Model::Impl {
     std::vector<float> rows;
     std::vector<std::pair<int32_t, int64_t>> row_ids;  // (sequence, compressed row)
     std::vector<float> gates(2 * m), vals(2 * m), pooled(c), row(c);
+    const int64_t nslots = CompressorSlots(m, cw.coff);
     for (int32_t si = 0; si < static_cast<int32_t>(b.seqs.size()); ++si) {
       const SeqCtx& s = b.seqs[si];
       float* st = StateAt(s, state_index);  // [slots][2][co]
-      auto slot_a = [&](int64_t i) { return st + i * 2 * co; };
-      auto slot_g = [&](int64_t i) { return st + i * 2 * co + co; };
+      // Entry of position q (q may be negative: the block before position 0, or before a
+      // replay's floor, holds the reset values).
+      auto entry = [&](int64_t q) { return ((q % nslots) + nslots) % nslots; };
+      auto slot_a = [&](int64_t q) { return st + entry(q) * 2 * co; };
+      auto slot_g = [&](int64_t q) { return st + entry(q) * 2 * co + co; };
       for (int64_t t = 0; t < s.T; ++t) {
         const int64_t p = s.p0 + t, r = s.row0 + t;
-        const int64_t slot = overlap ? m + p % m : p % m;
-        std::memcpy(slot_a(slot), a.data() + r * co, co * 4);
+        std::memcpy(slot_a(p), a.data() + r * co, co * 4);
         const float* ape = cw.ape.data() + (p % m) * co;
-        for (int64_t k = 0; k < co; ++k) slot_g(slot)[k] = g[r * co + k] + ape[k];
+        for (int64_t k = 0; k < co; ++k) slot_g(p)[k] = g[r * co + k] + ape[k];
         if ((p + 1) % m != 0) continue;
+        const int64_t first = p + 1 - m;  // the completed block's first position
         for (int64_t k = 0; k < c; ++k) {
           int64_t nv = 0;
           if (overlap) {
+            // A-halves of the previous block, then B-halves of this one.
             for (int64_t i = 0; i < m; ++i) {
-              gates[nv] = slot_g(i)[k];
-              vals[nv++] = slot_a(i)[k];
+              gates[nv] = slot_g(first - m + i)[k];
+              vals[nv++] = slot_a(first - m + i)[k];
             }
             for (int64_t i = 0; i < m; ++i) {
-              gates[nv] = slot_g(m + i)[c + k];
-              vals[nv++] = slot_a(m + i)[c + k];
+              gates[nv] = slot_g(first + i)[c + k];
+              vals[nv++] = slot_a(first + i)[c + k];
             }
           } else {
             for (int64_t i = 0; i < m; ++i) {
-              gates[nv] = slot_g(i)[k];
-              vals[nv++] = slot_a(i)[k];
+              gates[nv] = slot_g(first + i)[k];
+              vals[nv++] = slot_a(first + i)[k];
             }
           }
           float mx = kNegInf;
@@ -335,9 +358,6 @@ struct DeepseekV4Model::Impl {
           double acc = 0;
           for (int64_t i = 0; i < nv; ++i) acc += static_cast<double>(vals[i]) * (gates[i] / sum);
           pooled[k] = static_cast<float>(acc);
-        }
-        if (overlap) {
-          for (int64_t i = 0; i < m; ++i) std::memcpy(slot_a(i), slot_a(m + i), 2 * co * 4);
         }
         R(pooled.data(), c);
         RmsNormRow(pooled.data(), cw.norm, c, row.data());
@@ -367,7 +387,7 @@ struct DeepseekV4Model::Impl {
 
   void ResetCompressorState(const SeqCtx& s, int state_index, const CompressorWeights& cw) const {
     float* st = StateAt(s, state_index);
-    const int64_t co = cw.coff * cw.width, slots = cw.coff * cw.ratio;
+    const int64_t co = cw.coff * cw.width, slots = CompressorSlots(cw.ratio, cw.coff);
     for (int64_t i = 0; i < slots; ++i) {
       std::fill(st + i * 2 * co, st + i * 2 * co + co, 0.f);
       std::fill(st + i * 2 * co + co, st + (i + 1) * 2 * co, kNegInf);
@@ -390,7 +410,7 @@ struct DeepseekV4Model::Impl {
       if (bi.paged_idx > bi.paged_kv) kv.BeforeRead(bi.paged_idx);
     }
     const int64_t T = b.rows, D = c.hidden_size, H = c.num_heads, d = c.head_dim, rd = c.rope_dim;
-    const int64_t W = c.window, m = bw.ratio;
+    const int64_t W = c.window, RS = WindowRingSlots(W), m = bw.ratio;
     const float eps = static_cast<float>(c.rms_eps);
     // q
     std::vector<float> qa(T * c.q_lora_rank), qr(T * c.q_lora_rank), q(T * H * d);
@@ -578,7 +598,7 @@ struct DeepseekV4Model::Impl {
         const int64_t p = b.pos[t];
         keys.clear();
         for (int64_t j = std::max<int64_t>(s.floor, p - W + 1); j <= p; ++j) {
-          keys.push_back(j >= s.p0 ? chunk_kv + (j - s.p0) * d : ring + (j % W) * d);
+          keys.push_back(j >= s.p0 ? chunk_kv + (j - s.p0) * d : ring + (j % RS) * d);
         }
         if (m > 0) {
           const int32_t si = b.seq_of[t];
@@ -616,11 +636,13 @@ struct DeepseekV4Model::Impl {
     });
     TraceF(pfx + "attn.o", o.data(), o.size());
 
-    // window ring update (after every query of the chunk read the old contents)
+    // window ring update (after every query of the chunk read the old contents). A query at p
+    // reads positions [p - W + 1, p] only, so the RS - W spare slots hold positions past the
+    // committed frontier (verified drafts, MTP chain rows) without evicting a visible one.
     for (const SeqCtx& s : b.seqs) {
       float* ring_w = StateAt(s, bi.state_window);
-      for (int64_t t = std::max<int64_t>(0, s.T - W); t < s.T; ++t) {
-        std::memcpy(ring_w + ((s.p0 + t) % W) * d, kv.data() + (s.row0 + t) * d, d * 4);
+      for (int64_t t = std::max<int64_t>(0, s.T - RS); t < s.T; ++t) {
+        std::memcpy(ring_w + ((s.p0 + t) % RS) * d, kv.data() + (s.row0 + t) * d, d * 4);
       }
     }
 
@@ -853,19 +875,19 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
     const std::string name = b < c.num_layers ? absl::StrCat("layers.", b, ".")
                                               : absl::StrCat("mtp.", b - c.num_layers, ".");
     bi.state_window = static_cast<int>(L.state.size());
-    L.state.push_back({name + "window", c.window * c.head_dim * 4});
+    L.state.push_back({name + "window", WindowRingSlots(c.window) * c.head_dim * 4});
     if (r > 0) {
       const int64_t coff = r == 4 ? 2 : 1;
       bi.paged_kv = static_cast<int>(L.paged.size());
       L.paged.push_back({name + "compressed_kv", impl->kv_codec.RowBytes(), kBlockTokens / r});
       bi.state_comp = static_cast<int>(L.state.size());
-      L.state.push_back({name + "compressor", coff * r * 2 * coff * c.head_dim * 4});
+      L.state.push_back({name + "compressor", CompressorSlots(r, coff) * 2 * coff * c.head_dim * 4});
       if (r == 4) {
         bi.paged_idx = static_cast<int>(L.paged.size());
         L.paged.push_back({name + "indexer_k", impl->idx_codec.RowBytes(), kBlockTokens / r});
         bi.state_idx_comp = static_cast<int>(L.state.size());
         L.state.push_back(
-            {name + "indexer_compressor", coff * r * 2 * coff * c.index_head_dim * 4});
+            {name + "indexer_compressor", CompressorSlots(r, coff) * 2 * coff * c.index_head_dim * 4});
       }
       bi.freqs =
           RopeFrequencies(static_cast<int>(c.rope_dim), c.compress_rope_theta, c.yarn_original_len,
@@ -876,6 +898,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
   }
   L.layout_id = id;
   L.window_tokens = c.window;
+  L.frontier_rollback = true;
   m->impl_ = std::move(impl);
 
   ModelInfo& info = m->info_;
@@ -1059,21 +1082,49 @@ absl::Status DeepseekV4Model::MtpLastLogits(int64_t start_pos, std::span<const f
   return ForwardMtp(start_pos, streams, next_tokens, state_slot, kv, LogitsMode::kLast, logits);
 }
 
+int DeepseekV4Model::max_model_drafts() const {
+  return cfg_.num_mtp_layers > 0 ? kMaxMtpDrafts : 0;
+}
+
 absl::Status DeepseekV4Model::ProposeDrafts(int64_t start_pos, std::span<const float> features,
                                             std::span<const int32_t> next_tokens,
                                             int32_t state_slot, const KvCacheView& kv,
                                             int max_drafts, DraftProposal* out) {
   out->tokens.clear();
   out->confidence.clear();
-  std::vector<float> logits;
-  absl::Status st = MtpLastLogits(start_pos, features, next_tokens, state_slot, kv, &logits);
-  if (!st.ok() || max_drafts <= 0) return st;
-  const int64_t V = cfg_.vocab_size;
-  const int64_t best = std::max_element(logits.begin(), logits.begin() + V) - logits.begin();
-  double z = 0;  // softmax probability of the argmax = 1 / sum exp(l - l_max)
-  for (int64_t v = 0; v < V; ++v) z += std::exp(static_cast<double>(logits[v] - logits[best]));
-  out->tokens.push_back(static_cast<int32_t>(best));
-  out->confidence.push_back(static_cast<float>(1.0 / z));
+  if (max_drafts > kMaxMtpDrafts) {
+    return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4 MTP: at most ", kMaxMtpDrafts,
+                                                   " drafts per step, asked for ", max_drafts));
+  }
+  // First pass (spec §2.4 step 1): the committed rows; overwrites any provisional ring entries
+  // an earlier chain wrote at these positions.
+  std::vector<float> logits, g;
+  RETURN_IF_ERROR(RunMtp(start_pos, features, next_tokens, state_slot, kv,
+                         max_drafts > 0 ? LogitsMode::kLast : LogitsMode::kNone, &logits,
+                         max_drafts > 1 ? &g : nullptr));
+  const int64_t V = cfg_.vocab_size, n = cfg_.hc_mult * cfg_.hidden_size;
+  int64_t pos = start_pos + static_cast<int64_t>(next_tokens.size()) - 1;
+  for (int j = 0; j < max_drafts; ++j) {
+    if (j > 0) {
+      // Chain (step 2): one row pairing the previous row's MTP block output G with the
+      // previous draft, at the next position; it writes a provisional ring entry past the
+      // committed frontier, which the next step's first pass overwrites (ring of W + 6 slots).
+      ++pos;
+      const int32_t prev = out->tokens.back();
+      std::vector<float> last(g.end() - n, g.end());
+      RETURN_IF_ERROR(RunMtp(pos, last, std::span<const int32_t>(&prev, 1), state_slot, kv,
+                             LogitsMode::kLast, &logits, j + 1 < max_drafts ? &g : nullptr));
+    }
+    const int64_t best = std::max_element(logits.begin(), logits.begin() + V) - logits.begin();
+    double z = 0;  // softmax probability of the argmax = 1 / sum exp(l - l_max)
+    for (int64_t v = 0; v < V; ++v) z += std::exp(static_cast<double>(logits[v] - logits[best]));
+    out->tokens.push_back(static_cast<int32_t>(best));
+    out->confidence.push_back(static_cast<float>(1.0 / z));
+    // Step 3: nothing follows an end-of-sequence draft; the context bounds the positions.
+    const auto& eos = cfg_.eos_token_ids;
+    if (std::find(eos.begin(), eos.end(), static_cast<int32_t>(best)) != eos.end()) break;
+    if (pos + 2 > cfg_.max_position_embeddings) break;
+  }
   return absl::OkStatus();
 }
 
@@ -1081,6 +1132,13 @@ absl::Status DeepseekV4Model::ForwardMtp(int64_t start_pos, std::span<const floa
                                          std::span<const int32_t> next_tokens, int32_t state_slot,
                                          const KvCacheView& kv, LogitsMode mode,
                                          std::vector<float>* logits) {
+  return RunMtp(start_pos, main_streams, next_tokens, state_slot, kv, mode, logits, nullptr);
+}
+
+absl::Status DeepseekV4Model::RunMtp(int64_t start_pos, std::span<const float> main_streams,
+                                     std::span<const int32_t> next_tokens, int32_t state_slot,
+                                     const KvCacheView& kv, LogitsMode mode,
+                                     std::vector<float>* logits, std::vector<float>* block_out) {
   const Config& c = cfg_;
   if (c.num_mtp_layers < 1) {
     return absl::FailedPreconditionError("DeepSeek-V4: this checkpoint has no MTP block");
@@ -1148,6 +1206,7 @@ absl::Status DeepseekV4Model::ForwardMtp(int64_t start_pos, std::span<const floa
   if (tracer_ != nullptr && mode == LogitsMode::kAll) {
     tracer_->Floats("mtp.0.logits", std::span<float>(*logits));
   }
+  if (block_out != nullptr) *block_out = std::move(X);
   return absl::OkStatus();
 }
 

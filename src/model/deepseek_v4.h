@@ -14,11 +14,18 @@
 //     layouts have different layout_ids. Attention and the indexer decode the rows they read
 //     once per chunk per sequence into FP32 scratch, so the arithmetic (and every logit) is the
 //     same as with FP32 rows.
-//   per-sequence state slot: "layers.L.window" (window x head_dim FP32 ring, slot = pos mod
-//     window) for every layer and "mtp.J.window" for the MTP block; "layers.L.compressor" and
-//     "layers.L.indexer_compressor": the compressor's per-token (a, g+ape) inputs of the block
-//     in progress (overlap: 2m slots, A-halves of the previous block in slots 0..m-1), so
-//     chunked prefill and token-by-token decode pool exactly the same numbers as one pass.
+//   per-sequence state slot: "layers.L.window" (R = window + kSpeculativeRollbackTokens
+//     slots x head_dim FP32 ring, slot = pos mod R; a query reads only the window's positions,
+//     the spare slots hold verified drafts and MTP chain rows past the committed frontier) for
+//     every layer and "mtp.J.window" for the MTP block; "layers.L.compressor" and
+//     "layers.L.indexer_compressor": the compressor's per-token (a, g+ape) inputs, position-
+//     indexed rings (entry p mod size) covering the positions the next pool reads and a verify
+//     span past the frontier: overlap (m = 4) 2m + kSpeculativeRollbackTokens entries (the
+//     previous block, the current one), non-overlap m + kSpeculativeRollbackTokens entries
+//     (the current block), pooled in place when a block completes. So
+//     chunked prefill and token-by-token decode pool exactly the same numbers as one pass, and
+//     speculative rollback is a frontier reset (KvLayout::frontier_rollback: no entry a later
+//     query reads is ever overwritten by a rejected draft).
 //   The per-sequence state is FP32 in both layouts.
 //
 // Numerics: activations are FP32 arrays rounded to BF16 exactly where the official code casts
@@ -110,10 +117,15 @@ class DeepseekV4Model final : public CausalLM {
   absl::Status MtpLastLogits(int64_t start_pos, std::span<const float> streams,
                              std::span<const int32_t> next_tokens, int32_t state_slot,
                              const KvCacheView& kv, std::vector<float>* logits) override;
-  // Draft head = the MTP block: features are the MTP streams; ProposeDrafts runs
-  // MtpLastLogits and proposes its argmax with its softmax probability as confidence.
+  // Draft head = the MTP block (spec speculative.md §2.4): features are the MTP streams.
+  // ProposeDrafts feeds the committed rows (the first pass), then chains the block on its own
+  // output — row j + 1 pairs the MTP block's output streams G of row j with draft j, one
+  // position further — for up to max_drafts (<= kMaxMtpDrafts) greedy drafts, each with its
+  // softmax probability as confidence; it stops after an EOS draft. Chained rows write
+  // provisional MTP ring entries past the committed frontier, in the ring's spare slots.
+  static constexpr int kMaxMtpDrafts = kSpeculativeRollbackTokens - 1;
   int64_t draft_feature_floats() const override { return mtp_stream_floats(); }
-  int max_model_drafts() const override { return cfg_.num_mtp_layers > 0 ? 1 : 0; }
+  int max_model_drafts() const override;
   std::string_view draft_head() const override { return cfg_.num_mtp_layers > 0 ? "mtp" : ""; }
   absl::Status ForwardWithDraftFeatures(const ForwardBatch& batch, const KvCacheView& kv,
                                         ForwardOutput* out, std::vector<float>* features) override {
@@ -156,6 +168,12 @@ class DeepseekV4Model final : public CausalLM {
   // the final streams of every row ([rows, hc_mult, hidden]) when `final_streams` is given.
   absl::Status Run(std::span<const SequenceChunk> chunks, const KvCacheView& kv, ForwardOutput* out,
                    std::vector<float>* final_streams);
+  // ForwardMtp that also returns the MTP block's output streams G of every row
+  // ([T, hc_mult, hidden], before its HC head) when `block_out` is given (chaining re-feeds G).
+  absl::Status RunMtp(int64_t start_pos, std::span<const float> main_streams,
+                      std::span<const int32_t> next_tokens, int32_t state_slot,
+                      const KvCacheView& kv, LogitsMode mode, std::vector<float>* logits,
+                      std::vector<float>* block_out);
 
   Config cfg_;
   std::unique_ptr<Checkpoint> ckpt_;

@@ -51,6 +51,14 @@ struct KvLayout {
   // compact truncation's kept rows, so that the decoder floor (prefill_end - kept) is never
   // below the hit and a snapshot's decoder windows are never read (KV-CACHE.md §5.5).
   int64_t min_recompute_tokens = 0;
+  // Speculative rollback is a frontier reset (../shared/spec/speculative.md §4.6): every
+  // per-sequence state a later query reads is position-indexed with room for
+  // kSpeculativeRollbackTokens positions past the committed frontier (window rings of
+  // window_tokens + kSpeculativeRollbackTokens slots, compressor rings), and paged rows are
+  // append-only, so entries a rejected draft wrote are never read and are overwritten when the
+  // position is computed again. The runner then neither copies the state slot before a verify
+  // nor recomputes the accepted tokens after a rejection. false: the runner restores the slot.
+  bool frontier_rollback = false;
 
   // Bytes of one block (all paged caches; each cache's region 64-byte aligned).
   int64_t BlockBytes() const;
