@@ -52,19 +52,14 @@ std::pair<float, float> MaxAndMinFinite(std::span<const float> x) {
   return {mx, mn};
 }
 
-bool OrderedVocab::Build(std::span<const float> logits, float temperature) {
+bool OrderedVocab::Build(std::span<const float> logits, float temperature, bool with_counts) {
   CHECK_GT(temperature, 0.0f);
-  cached_.clear();
-  have_counts_ = false;
+  num_cached_ = 0;
+  have_counts_ = with_counts;
   const int64_t vocab = static_cast<int64_t>(logits.size());
   const auto [mx, mn] = MaxAndMinFinite(logits);
   if (!(mx > -std::numeric_limits<float>::infinity()) || std::isinf(mx)) return false;
   const float inv_t = 1.0f / temperature;
-  // Unnormalised probabilities e = exp((l - max) / T) in (0, 1], e(max) = 1 exactly; every
-  // use is a ratio (cuts are fractions of a prefix's mass), so no normalising pass is needed.
-  prob_.resize(vocab);
-  float* prob = prob_.data();
-  kernels::ExpScaled(logits.data(), vocab, mx, inv_t, prob);
   // Bucket = (bits(1) - bits(e)) >> shift, the shift chosen so that the smallest logit's
   // distance fits; the last bucket takes anything beyond (a clamp keeps the map monotone).
   const uint32_t hi = std::bit_cast<uint32_t>(1.0f);
@@ -74,27 +69,23 @@ bool OrderedVocab::Build(std::span<const float> logits, float temperature) {
   while (((hi - lo) >> shift) >= static_cast<uint32_t>(kBuckets - 1)) ++shift;
   hi_bits_ = hi;
   shift_ = shift;
-  const uint32_t* bits = reinterpret_cast<const uint32_t*>(prob);
+  prob_.resize(vocab);
   bucket_.resize(vocab);
-  uint16_t* bucket = bucket_.data();
-  const uint32_t last = kBuckets - 1;
-  for (int64_t v = 0; v < vocab; ++v) {
-    // e <= 1, so hi - bits never wraps; e = 0 (masked, underflow) is dropped.
-    const uint32_t d = std::min((hi - bits[v]) >> shift, last);
-    bucket[v] = bits[v] == 0 ? kDropped : static_cast<uint16_t>(d);
-  }
-  // Mass histogram in interleaved copies, so runs of tokens in one bucket do not wait on each
-  // other's read-modify-write; merged in a fixed order (deterministic sums).
   for (auto& m : mass_copies_) std::fill(m.begin(), m.end(), 0.0);
-  int64_t v = 0;
-  for (; v + kCopies <= vocab; v += kCopies) {
-    for (int c = 0; c < kCopies; ++c) {
-      const uint16_t bk = bucket[v + c];
-      if (bk != kDropped) mass_copies_[c][bk] += prob[v + c];
-    }
+  if (with_counts) {
+    for (auto& c : count_copies_) std::fill(c.begin(), c.end(), 0);
   }
-  for (; v < vocab; ++v) {
-    if (bucket[v] != kDropped) mass_copies_[0][bucket[v]] += prob[v];
+  // Unnormalised probabilities e = exp((l - max) / T) in (0, 1], e(max) = 1 exactly; every
+  // use is a ratio (cuts are fractions of a prefix's mass), so no normalising pass is needed.
+  // The kernel's value of an element does not depend on the chunking (ExpScaled's contract).
+  for (int64_t c = 0; c < vocab; c += kChunk) {
+    const int64_t end = std::min(vocab, c + kChunk);
+    kernels::ExpScaled(logits.data() + c, end - c, mx, inv_t, prob_.data() + c);
+    if (with_counts) {
+      HistogramChunk<true>(c, end);
+    } else {
+      HistogramChunk<false>(c, end);
+    }
   }
   cum_mass_[0] = 0.0;
   for (int bk = 0; bk < kBuckets; ++bk) {
@@ -102,7 +93,49 @@ bool OrderedVocab::Build(std::span<const float> logits, float temperature) {
     for (int c = 0; c < kCopies; ++c) mass += mass_copies_[c][bk];
     cum_mass_[bk + 1] = cum_mass_[bk] + mass;
   }
+  if (with_counts) {
+    cum_count_[0] = 0;
+    for (int bk = 0; bk < kBuckets; ++bk) {
+      int64_t count = 0;
+      for (int c = 0; c < kCopies; ++c) count += count_copies_[c][bk];
+      cum_count_[bk + 1] = cum_count_[bk] + count;
+    }
+  }
   return cum_mass_[kBuckets] > 0.0;
+}
+
+template <bool kWithCounts>
+void OrderedVocab::HistogramChunk(int64_t begin, int64_t end) {
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(prob_.data());
+  const float* prob = prob_.data();
+  uint16_t* bucket = bucket_.data();
+  const uint32_t hi = hi_bits_, last = kBuckets - 1;
+  const int shift = shift_;
+  for (int64_t v = begin; v < end; ++v) {  // vectorised by the compiler
+    // e <= 1, so hi - bits never wraps; e = 0 (masked, underflow) is dropped.
+    const uint32_t d = std::min((hi - bits[v]) >> shift, last);
+    bucket[v] = bits[v] == 0 ? kDropped : static_cast<uint16_t>(d);
+  }
+  // Mass histogram in interleaved copies, so runs of tokens in one bucket do not wait on each
+  // other's read-modify-write; merged in a fixed order (deterministic sums). Token v goes to
+  // copy v % kCopies (begin is a multiple of kCopies), the row's last vocab % kCopies tokens
+  // to copy 0.
+  int64_t v = begin;
+  for (; v + kCopies <= end; v += kCopies) {
+    for (int c = 0; c < kCopies; ++c) {
+      const uint16_t bk = bucket[v + c];
+      if (bk != kDropped) {
+        mass_copies_[c][bk] += prob[v + c];
+        if constexpr (kWithCounts) ++count_copies_[c][bk];
+      }
+    }
+  }
+  for (; v < end; ++v) {
+    if (bucket[v] != kDropped) {
+      mass_copies_[0][bucket[v]] += prob[v];
+      if constexpr (kWithCounts) ++count_copies_[0][bucket[v]];
+    }
+  }
 }
 
 void OrderedVocab::EnsureCounts() {
@@ -129,11 +162,13 @@ void OrderedVocab::EnsureCounts() {
 }
 
 const std::vector<int32_t>& OrderedVocab::Members(int b) {
-  for (auto& [bucket, ids] : cached_) {
-    if (bucket == b) return ids;
+  for (size_t i = 0; i < num_cached_; ++i) {
+    if (cached_[i].first == b) return cached_[i].second;
   }
-  cached_.emplace_back(b, std::vector<int32_t>());
-  std::vector<int32_t>& ids = cached_.back().second;
+  if (num_cached_ == cached_.size()) cached_.emplace_back();
+  cached_[num_cached_].first = b;
+  std::vector<int32_t>& ids = cached_[num_cached_++].second;
+  ids.clear();
   const uint16_t key = static_cast<uint16_t>(b);
   const uint16_t* bucket = bucket_.data();
   const int64_t vocab = static_cast<int64_t>(bucket_.size());
@@ -184,7 +219,45 @@ OrderedVocab::Cut OrderedVocab::FirstK(int64_t k) {
   if (k >= cum_count_[kBuckets]) return All();
   int b = 0;
   while (cum_count_[b + 1] < k) ++b;
+  // Every later cut of a top-k row (top-p, min-p, the sampled position) lies in buckets
+  // [0, b]: sort them all after one scan of the row instead of one scan per bucket.
+  if (cum_count_[b + 1] <= kMaxCollected) CollectMembers(b);
   return Normalize(b, k - cum_count_[b]);
+}
+
+void OrderedVocab::CollectMembers(int last) {
+  if (num_cached_ != 0) return;  // only right after Build (the first cut of a row)
+  std::array<int16_t, kBuckets> entry;  // bucket -> cached_ index, for buckets [0, last]
+  for (int b = 0; b <= last; ++b) {
+    entry[b] = -1;
+    if (cum_count_[b + 1] == cum_count_[b]) continue;
+    if (num_cached_ == cached_.size()) cached_.emplace_back();
+    cached_[num_cached_].first = b;
+    cached_[num_cached_].second.clear();
+    entry[b] = static_cast<int16_t>(num_cached_++);
+  }
+  const uint16_t* bucket = bucket_.data();
+  const int64_t vocab = static_cast<int64_t>(bucket_.size());
+  const uint16_t key = static_cast<uint16_t>(last);  // kDropped is above every key
+  constexpr int64_t kBlock = 64;
+  auto take = [&](int64_t v) {
+    if (bucket[v] <= key) cached_[entry[bucket[v]]].second.push_back(static_cast<int32_t>(v));
+  };
+  int64_t v = 0;
+  for (; v + kBlock <= vocab; v += kBlock) {
+    int hit = 0;
+    for (int64_t i = 0; i < kBlock; ++i) hit |= bucket[v + i] <= key;
+    if (!hit) continue;
+    for (int64_t i = 0; i < kBlock; ++i) take(v + i);
+  }
+  for (; v < vocab; ++v) take(v);
+  const float* prob = prob_.data();
+  for (size_t i = 0; i < num_cached_; ++i) {
+    std::vector<int32_t>& ids = cached_[i].second;
+    std::sort(ids.begin(), ids.end(), [prob](int32_t a, int32_t b) {
+      return prob[a] != prob[b] ? prob[a] > prob[b] : a < b;
+    });
+  }
 }
 
 OrderedVocab::Cut OrderedVocab::ByMass(double m, bool strict, const Cut& limit) {

@@ -8,8 +8,9 @@
 // few hundred tokens even for the flat rows of a random-weight model.
 //
 // A prefix of sampling order is a Cut: every token of the buckets before `bucket`, then the
-// first `within` tokens of `bucket` in sampling order. Build is O(vocab) (a few vectorised
-// passes and one histogram scatter); each cut costs O(buckets + bucket size · log).
+// first `within` tokens of `bucket` in sampling order. Build is O(vocab): a max/min pass, then
+// per L1-sized chunk the exponentials, the bucket indices and one histogram scatter (masses,
+// and counts when top-k needs them); each cut costs O(buckets + bucket size · log).
 //
 // Thread-safety: an instance is single-threaded; the sampler keeps one per thread.
 #ifndef DEEPINFER_ENGINE_ORDERED_VOCAB_H_
@@ -43,8 +44,9 @@ class OrderedVocab {
   // Unnormalised probabilities exp((logits - max) / temperature) over the row [vocab] (FP32,
   // kernels::ExpScaled; the best token has 1); tokens of probability 0 (-inf logits, FP32
   // underflow) are dropped. Returns false when no token has a positive probability.
-  // temperature > 0.
-  bool Build(std::span<const float> logits, float temperature);
+  // temperature > 0. `with_counts`: histogram the bucket counts in the same pass as the masses
+  // (FirstK needs them; without it they are counted by a second pass on first use).
+  bool Build(std::span<const float> logits, float temperature, bool with_counts = false);
 
   Cut All() const { return {kBuckets, 0}; }
   // The token's unnormalised probability (divide by MassOf(All()) or a prefix's mass).
@@ -70,11 +72,21 @@ class OrderedVocab {
  private:
   static constexpr uint16_t kDropped = 0xFFFF;
   static constexpr int kCopies = 4;  // interleaved histogram copies (see Build)
+  // Tokens per pass of Build's loop: a chunk's exponentials and bucket indices are still in L1
+  // when they are histogrammed. A multiple of kCopies, so that token v always lands in copy
+  // v % kCopies (the sums do not depend on the chunking).
+  static constexpr int64_t kChunk = 2048;
 
   // Tokens of bucket b in sampling order (sorted once, then cached until the next Build).
   const std::vector<int32_t>& Members(int b);
   int BucketOfBits(uint32_t bits) const;
+  // Buckets of prob_[begin, end) into bucket_, then their masses (and counts) histogrammed.
+  template <bool kWithCounts>
+  void HistogramChunk(int64_t begin, int64_t end);
   void EnsureCounts();
+  // Sorts the members of every bucket in [0, last] after one scan (right after Build only).
+  void CollectMembers(int last);
+  static constexpr int64_t kMaxCollected = 8192;  // tokens CollectMembers is used for
   Cut Normalize(int bucket, int64_t within);
 
   std::vector<float> prob_;       // [vocab]
@@ -86,7 +98,10 @@ class OrderedVocab {
   bool have_counts_ = false;
   std::array<std::array<int32_t, kBuckets>, kCopies> count_copies_{};
   std::array<int64_t, kBuckets + 1> cum_count_{};
+  // cached_[0, num_cached_) are this row's sorted buckets; entries past it keep their
+  // capacity for the next rows (no allocation per call once warm).
   std::vector<std::pair<int, std::vector<int32_t>>> cached_;
+  size_t num_cached_ = 0;
 };
 
 template <typename F>

@@ -200,7 +200,7 @@ int32_t ChooseToken(const SamplingParams& p, std::span<const float> logits, doub
   CHECK(!logits.empty());
   if (p.greedy() || p.top_k == 1) return ArgmaxLowestId(logits);
   OrderedVocab& ov = GetOrderedVocab();
-  if (!ov.Build(logits, p.temperature)) return 0;  // everything masked
+  if (!ov.Build(logits, p.temperature, /*with_counts=*/p.top_k > 0)) return 0;  // everything masked
   const OrderedVocab::Cut kept = KeptPrefix(p, ov);
   const double target = u * ov.MassOf(kept);
   return ov.Last(ov.ByMass(target, true, kept));
@@ -215,7 +215,7 @@ void SamplingDistribution(const SamplingParams& p, std::span<const float> logits
     return;
   }
   OrderedVocab& ov = GetOrderedVocab();
-  if (!ov.Build(logits, p.temperature)) {
+  if (!ov.Build(logits, p.temperature, /*with_counts=*/p.top_k > 0)) {
     out->push_back({0, 1.0f});
     return;
   }
@@ -237,7 +237,7 @@ void SamplingProbabilities(const SamplingParams& p, std::span<const float> logit
     return;
   }
   OrderedVocab& ov = GetOrderedVocab();
-  if (!ov.Build(logits, p.temperature)) {
+  if (!ov.Build(logits, p.temperature, /*with_counts=*/p.top_k > 0)) {
     probs[0] = 1.0f;
     return;
   }
