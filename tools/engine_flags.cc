@@ -80,8 +80,9 @@ void AddDecodingFlags(FlagSet& flags) {
                   "proposes what --speculative-script lists; default none, or mtp when "
                   "DEEPINFER_USE_NEXTN_DECODE > 0)");
   flags.AddString("num-speculative-tokens", "",
-                  "draft tokens verified per step, 1..5 (default: DEEPINFER_USE_NEXTN_DECODE, "
-                  "else 1 for mtp, the model's block (5) for dspark and 3 for ngram)");
+                  "draft tokens verified per step, 1..5 (mtp: the MTP block chained on its own "
+                  "output; default: DEEPINFER_USE_NEXTN_DECODE, else 1 for mtp, the model's "
+                  "block (5) for dspark and 3 for ngram)");
   flags.AddString("prompt-lookup-min", "2", "ngram: shortest n-gram looked up");
   flags.AddString("prompt-lookup-max", "5", "ngram: longest n-gram looked up");
   flags.AddString("speculative-script", "",

@@ -99,6 +99,10 @@ TEST(DecodingFlagsTest, FlagsReachTheConfigAndBadValuesNameTheFlag) {
   ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "mtp"}));
   EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kMtp);
   EXPECT_EQ(c.speculative.num_speculative_tokens, 1);
+  // MTP chains up to 5 drafts (the window rings' spare slots, issue #26).
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "mtp",
+                                         "--num-speculative-tokens", "5"}));
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 5);
   EXPECT_THAT(ApplyDecoding({"--speculative-method", "eagle"}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-method")));
   EXPECT_THAT(ApplyDecoding({"--num-speculative-tokens", "6"}).status(),

@@ -23,7 +23,11 @@ bool Contains(std::span<const int32_t> v, int32_t t) {
 
 ModelRunner::ModelRunner(model::CausalLM* model, const model::KvCacheView& kv,
                          int64_t state_bytes, bool model_drafts)
-    : model_(model), kv_(kv), state_bytes_(state_bytes), model_drafts_(model_drafts) {}
+    : model_(model),
+      kv_(kv),
+      state_bytes_(state_bytes),
+      model_drafts_(model_drafts),
+      frontier_rollback_(model->kv_layout().frontier_rollback) {}
 
 StepResult ModelRunner::Execute(const StepPlan& plan) {
   TraceSpan step_span("step");
@@ -85,9 +89,10 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
     chunk.logits = item.prompt_logprobs || item.num_draft > 0 ? model::LogitsMode::kAll
                    : item.sample                             ? model::LogitsMode::kLast
                                                              : model::LogitsMode::kNone;
-    if (item.num_draft > 0 && state_bytes_ > 0) {
+    if (item.num_draft > 0 && state_bytes_ > 0 && !frontier_rollback_) {
       // Rejected drafts advance the window rings and compressor carry: keep the slot as it was
-      // before the step (after any restore above) to put back on rejection.
+      // before the step (after any restore above) to put back on rejection. (A layout with
+      // frontier rollback needs no copy: what a rejected draft wrote is never read.)
       const uint8_t* slot = kv_.state_base + item.state_slot * state_bytes_;
       pre_verify[i].assign(slot, slot + state_bytes_);
     }
@@ -226,7 +231,8 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
             r.end_pos = item.start_pos + known + r.num_accepted;
             if (r.num_accepted < num_draft) {
               // The state snapshot (if any) includes rejected drafts: drop it. Window state
-              // goes back to before the step, which the next step then recomputes.
+              // goes back to before the step, which the next step then recomputes; with
+              // frontier rollback it stays, and the next step continues at end_pos.
               r.snapshot_kind = PlanItem::Snapshot::kNone;
               r.snapshot = nullptr;
               if (!pre_verify[i].empty()) {

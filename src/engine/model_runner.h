@@ -41,8 +41,8 @@ struct ItemResult {
   std::vector<TokenLogprob> prompt_logprobs;  // for item.prompt_logprobs: positions in the chunk
   absl::Status status;                        // non-OK: the forward failed for this item
   // Where the item's valid KV ends (start_pos + tokens, less rejected drafts and, for models
-  // with window state whose slot was restored, the whole verify chunk) and the admission it
-  // was planned for.
+  // with window state whose slot was restored — no KvLayout::frontier_rollback — the whole
+  // verify chunk) and the admission it was planned for.
   int64_t end_pos = 0;
   int64_t admission = 0;
   // The state slot after the forward, when the item asked for a snapshot.
@@ -95,6 +95,9 @@ class ModelRunner {
   model::ForwardOutput output_;
   int64_t num_forwards_ = 0;
   bool model_drafts_ = false;
+  // KvLayout::frontier_rollback: a rejected verify keeps the state slot as it is (no copy
+  // before the step, no restore and no recompute after it).
+  bool frontier_rollback_ = false;
   std::vector<float> features_;  // draft features of the last forward (model_drafts_)
   model::DraftProposal proposal_;
 };

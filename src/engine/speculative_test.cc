@@ -556,10 +556,10 @@ TEST(SpecModelTest, Dsv4TinyMtpGreedyEqualsSpeculationOff) {
   }
   SpeculativeConfig two;
   two.method = SpeculativeConfig::Method::kMtp;
-  two.num_speculative_tokens = 2;
+  two.num_speculative_tokens = 6;  // k <= 5: the ring's spare slots (chains: speculative_mtp_test)
   EngineConfig config;
   config.speculative = two;
-  EXPECT_FALSE(Engine::Create(LoadShared("dsv4-tiny-a"), config).ok()) << "MTP drafts 1 token";
+  EXPECT_FALSE(Engine::Create(LoadShared("dsv4-tiny-a"), config).ok()) << "MTP drafts <= 5";
   EngineConfig on_llama;
   on_llama.speculative.method = SpeculativeConfig::Method::kMtp;
   on_llama.speculative.num_speculative_tokens = 1;
