@@ -63,26 +63,22 @@ std::unique_ptr<model::CausalLM> LoadV41(const fs::path& dir) {
   return std::move(*m);
 }
 
-// The V4.1 `tiny` preset of `deepinfer make-test-model --arch deepseek_v41`, written once per
-// test process into a private temporary directory (removed at exit).
-struct TempModelDir {
-  fs::path dir;
-  ~TempModelDir() {
-    std::error_code ec;
-    if (!dir.empty()) fs::remove_all(dir, ec);
-  }
-};
-fs::path TinyPresetDir() {
-  static TempModelDir d;
-  if (d.dir.empty()) {
-    d.dir = fs::temp_directory_path() /
-            ("deepinfer_dspark_test_tiny_" + std::to_string(::getpid()));
-    auto json = model::dsv41::TestModelConfigJson41("tiny");
-    CHECK(json.ok()) << json.status();
-    const absl::Status st = model::dsv41::WriteTestModel41(*json, 7, d.dir.string());
-    CHECK(st.ok()) << st;
-  }
-  return d.dir;
+// A V4.1 preset of `deepinfer make-test-model --arch deepseek_v41` ("tiny", "demo"), written
+// once into the build tree (into a private directory first, then renamed, so concurrent test
+// processes never read a half-written checkpoint).
+fs::path PresetDir(const std::string& preset) {
+  const fs::path dir = fs::path(DEEPINFER_BINARY_DIR) / "dspark_test_models" / ("v41-" + preset);
+  if (fs::exists(dir / "config.json")) return dir;
+  const fs::path tmp = dir.string() + ".tmp." + std::to_string(::getpid());
+  auto json = model::dsv41::TestModelConfigJson41(preset);
+  CHECK(json.ok()) << json.status();
+  const absl::Status st = model::dsv41::WriteTestModel41(*json, 7, tmp.string());
+  CHECK(st.ok()) << st;
+  std::error_code ec;
+  fs::rename(tmp, dir, ec);
+  if (ec) fs::remove_all(tmp, ec);  // another process won the race
+  CHECK(fs::exists(dir / "config.json")) << dir;
+  return dir;
 }
 
 Json ReadJson(const fs::path& p) {
@@ -295,9 +291,15 @@ class RecordingModel final : public model::CausalLM {
     model::DraftProposal proposal;
     int max_drafts = 0;
   };
+  // `prompts`: the requests' prompts (distinct tails), to rebuild a history whose first chunk
+  // starts after a prefix-cache hit.
   RecordingModel(std::unique_ptr<model::CausalLM> inner,
-                 std::map<std::vector<int32_t>, std::vector<int32_t>> oracle, int corrupt)
-      : inner_(std::move(inner)), oracle_(std::move(oracle)), corrupt_(corrupt) {}
+                 std::map<std::vector<int32_t>, std::vector<int32_t>> oracle, int corrupt,
+                 std::vector<std::vector<int32_t>> prompts)
+      : inner_(std::move(inner)),
+        oracle_(std::move(oracle)),
+        corrupt_(corrupt),
+        prompts_(std::move(prompts)) {}
 
   const model::ModelInfo& info() const override { return inner_->info(); }
   const model::KvLayout& kv_layout() const override { return inner_->kv_layout(); }
@@ -354,16 +356,26 @@ class RecordingModel final : public model::CausalLM {
   model::CausalLM* inner() { return inner_.get(); }
 
  private:
-  // Position 0's token of each slot (a new sequence starts with a chunk at 0).
+  // A prompt chunk starts (or continues) a sequence's history: the prompt whose tokens at the
+  // chunk's positions are the chunk's, up to the chunk's end (a first chunk after a prefix hit
+  // starts past 0).
   void Note(const model::ForwardBatch& batch) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const model::SequenceChunk& c : batch.chunks) {
-      if (c.start_pos == 0) history_[c.state_slot] = {c.tokens[0]};
+      const size_t begin = static_cast<size_t>(c.start_pos), end = begin + c.tokens.size();
+      for (const std::vector<int32_t>& p : prompts_) {
+        if (end > p.size() || !std::equal(c.tokens.begin(), c.tokens.end(), p.begin() + begin)) {
+          continue;
+        }
+        history_[c.state_slot].assign(p.begin(), p.begin() + end);
+        break;
+      }
     }
   }
   std::unique_ptr<model::CausalLM> inner_;
   std::map<std::vector<int32_t>, std::vector<int32_t>> oracle_;
   int corrupt_;
+  std::vector<std::vector<int32_t>> prompts_;
   std::mutex mu_;
   std::map<int32_t, std::vector<int32_t>> history_;
   std::vector<Record> records_;
@@ -378,17 +390,27 @@ struct EngineRun {
 EngineRun RunEngine(std::unique_ptr<model::CausalLM> m, const std::vector<std::vector<int32_t>>& prompts,
               const std::vector<SamplingParams>& params, const std::vector<bool>& speculative,
               SpeculativeConfig spec, bool async,
-              std::map<std::vector<int32_t>, std::vector<int32_t>> oracle = {}, int corrupt = -1) {
+              std::map<std::vector<int32_t>, std::vector<int32_t>> oracle = {}, int corrupt = -1,
+              bool prefix_caching = false) {
   EngineConfig config;
   config.kv_memory_bytes = 64 << 20;
   config.max_num_seqs = 8;
   config.async_scheduling = async;
-  config.enable_prefix_caching = false;  // every sequence starts at position 0 (RecordingModel)
+  config.enable_prefix_caching = prefix_caching;
   config.speculative = std::move(spec);
-  auto* rec = new RecordingModel(std::move(m), std::move(oracle), corrupt);
+  auto* rec = new RecordingModel(std::move(m), std::move(oracle), corrupt, prompts);
   auto engine = Engine::Create(std::unique_ptr<model::CausalLM>(rec), config);
   CHECK(engine.ok()) << engine.status();
+  // With prefix caching the requests run one after another, so later ones hit earlier ones.
+  EngineRun r;
   std::vector<std::shared_ptr<RequestStream>> streams;
+  auto drain = [&](RequestStream& s) {
+    std::vector<int32_t> t;
+    while (std::optional<StepOutput> o = s.Next()) {
+      t.insert(t.end(), o->token_ids.begin(), o->token_ids.end());
+    }
+    r.tokens.push_back(t);
+  };
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateRequest req;
     req.prompt = prompts[i];
@@ -396,16 +418,13 @@ EngineRun RunEngine(std::unique_ptr<model::CausalLM> m, const std::vector<std::v
     if (!speculative.empty()) req.speculative = speculative[i];
     auto s = (*engine)->Submit(req);
     CHECK(s.ok()) << s.status();
-    streams.push_back(*s);
-  }
-  EngineRun r;
-  for (auto& s : streams) {
-    std::vector<int32_t> t;
-    while (std::optional<StepOutput> o = s->Next()) {
-      t.insert(t.end(), o->token_ids.begin(), o->token_ids.end());
+    if (prefix_caching) {
+      drain(**s);
+    } else {
+      streams.push_back(*s);
     }
-    r.tokens.push_back(t);
   }
+  for (auto& s : streams) drain(*s);
   (*engine)->Shutdown(int64_t{5} * 1000 * 1000 * 1000);
   r.stats = (*engine)->Stats();
   r.records = rec->records();
@@ -463,8 +482,9 @@ TEST(DsparkEngineTest, Dsv41TinyAGreedyAndSeededSampledEqualSpeculationOff) {
   CheckGreedyAndSampledIdentity(kTinyA, {1, 2, 3, 4, 5, 0}, 24);
 }
 
-TEST(DsparkEngineTest, TinyPresetGreedyAndSeededSampledEqualSpeculationOff) {
-  CheckGreedyAndSampledIdentity(TinyPresetDir(), {2, 5}, 20);
+TEST(DsparkEngineTest, TinyAndDemoPresetsGreedyAndSeededSampledEqualSpeculationOff) {
+  CheckGreedyAndSampledIdentity(PresetDir("tiny"), {2, 5}, 20);
+  CheckGreedyAndSampledIdentity(PresetDir("demo"), {5}, 10);
 }
 
 // E8 / rollback for the drafter, E9 "DSpark == a recompute over the full history": the engine
@@ -508,6 +528,35 @@ TEST(DsparkEngineTest, ProposalsAfterRejectionsEqualAFreshRunOverTheCommittedTok
     }
   }
   EXPECT_GT(checked, 10);
+}
+
+// Prefix caching: a request that hits an earlier one's blocks starts its first chunk past 0, so
+// its DSpark rings (in the dropped state region, never snapshotted) hold only what that chunk
+// wrote; the hit rule leaves >= window + 6 tokens to recompute, so every proposal still equals a
+// fresh recompute over the committed tokens, and outputs equal speculation and caching off.
+TEST(DsparkEngineTest, ProposalsAfterAPrefixCacheHitEqualAFreshRun) {
+  if (!fs::exists(kTinyA / "config.json")) GTEST_SKIP() << "no dsv41-tiny-a";
+  std::vector<std::vector<int32_t>> prompts = RandomPrompts({300, 300}, 500, 31);
+  std::copy(prompts[0].begin(), prompts[0].begin() + 270, prompts[1].begin());  // 2 blocks shared
+  const std::vector<SamplingParams> params(prompts.size(), Greedy(12));
+  const EngineRun off = RunEngine(LoadV41(kTinyA), prompts, params, {}, {}, true);
+  SpeculativeConfig spec;
+  spec.method = SpeculativeConfig::Method::kDspark;
+  spec.num_speculative_tokens = 3;
+  auto fresh_model = LoadV41(kTinyA);
+  for (bool async : {false, true}) {
+    const EngineRun on = RunEngine(LoadV41(kTinyA), prompts, params, {}, spec, async, {}, -1,
+                                   /*prefix_caching=*/true);
+    EXPECT_EQ(on.tokens, off.tokens) << "async " << async;
+    EXPECT_GE(on.stats.prefix_cache_hit_tokens, 256) << "the second request hit the first";
+    ASSERT_FALSE(on.records.empty());
+    for (size_t j = 0; j < on.records.size(); j += 2) {
+      const RecordingModel::Record& r = on.records[j];
+      const model::DraftProposal want = FreshProposal(*fresh_model, r.history, r.max_drafts);
+      EXPECT_EQ(r.proposal.tokens, want.tokens) << "at " << r.history.size();
+      EXPECT_EQ(r.proposal.confidence, want.confidence);
+    }
+  }
 }
 
 // Start-up: dspark needs a DSpark block (errors name the method); mtp on a V4.1 checkpoint
