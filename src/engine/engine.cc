@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
+#include "engine/speculative/cost_profile.h"
 #include "engine/step_trace.h"
 #include "kv/block_pool.h"
 #include "kv/state_cache.h"
@@ -76,6 +77,9 @@ class Engine::Impl {
       drafter_ = std::make_shared<NgramDrafter>(spec.prompt_lookup_min, spec.prompt_lookup_max);
     } else if (spec.method == SpeculativeConfig::Method::kCustom) {
       drafter_ = spec.drafter;
+    }
+    if (spec.varlen != VarlenMode::kOff && spec.method != SpeculativeConfig::Method::kNone) {
+      MakeVarlenController();
     }
     stats_.kv_blocks_total = blocks_->num_blocks();
     stats_.state_slots_total = slots_->num_slots();
@@ -139,6 +143,11 @@ class Engine::Impl {
   void RunnerLoop();
   // Asks the drafter for the next step's drafts of every running sequence that can verify.
   void Draft();
+  // Variable-length verification: profiles the cost table if asked (before any block is handed
+  // out) and creates varlen_.
+  void MakeVarlenController();
+  // Truncates each sequence's draft to the length the planner gives it (spec §5.2).
+  void PlanVerifyLengths();
 
   std::unique_ptr<model::CausalLM> model_;
   const EngineConfig config_;
@@ -149,6 +158,11 @@ class Engine::Impl {
   Scheduler scheduler_;
   ModelRunner runner_;
   std::shared_ptr<Drafter> drafter_;  // null: no speculative decoding
+  std::unique_ptr<VarlenController> varlen_;  // null: every draft is verified
+  int64_t varlen_step_ = 0;                   // planning-step stamp for the stale rows
+  // Per step in flight: launch time and target tokens (varlen_->ObserveStep); last result time.
+  std::deque<std::pair<int64_t, int>> varlen_launches_;
+  int64_t varlen_last_result_ns_ = 0;
   uint64_t seed_base_ = 0;
 
   // Submission side (any thread).
@@ -431,6 +445,7 @@ void Engine::Impl::PostProcess(const StepResult& result) {
       ++local_stats_.spec_verify_steps;
       local_stats_.spec_draft_tokens += r.num_drafted;
       local_stats_.spec_accepted_tokens += r.num_accepted;
+      if (varlen_ != nullptr) varlen_->OnVerified(r.num_drafted, r.num_accepted);
       for (int j = 0; j < r.num_accepted && j < kMaxSpeculativeTokens; ++j) {
         ++local_stats_.spec_accepted_per_position[j];
       }
@@ -536,6 +551,82 @@ void Engine::Impl::Draft() {
   }
 }
 
+void Engine::Impl::MakeVarlenController() {
+  const SpeculativeConfig& spec = config_.speculative;
+  VarlenController::Options o;
+  o.mode = spec.varlen;
+  o.min_concurrency = spec.varlen_min_concurrency;
+  o.table = spec.cost_table;
+  o.k_max = spec.num_speculative_tokens;
+  o.observer = spec.varlen_observer;
+  if (o.table == nullptr && spec.profile_cost_table) {
+    CostProfileOptions po;
+    po.tokens_per_seq = 1 + spec.num_speculative_tokens;
+    po.max_seqs = config_.max_num_seqs;
+    po.max_tokens = std::min(config_.max_num_batched_tokens, po.max_seqs * po.tokens_per_seq);
+    const int64_t t0 = MonotonicNanos();
+    absl::StatusOr<CostTable> t = ProfileVerifyCost(
+        *model_,
+        model::KvCacheView{blocks_->base(), blocks_->num_blocks(), slots_->base(),
+                           slots_->num_slots()},
+        po);
+    if (t.ok()) {
+      LOG(INFO) << "speculative cost table profiled in " << (MonotonicNanos() - t0) / 1000000
+                << " ms: " << t->ToJson();
+      o.table = std::make_shared<const CostTable>(*std::move(t));
+    } else {
+      LOG(WARNING) << "speculative cost table profiling failed (" << t.status()
+                   << "); variable-length verification verifies every draft";
+    }
+  }
+  if (o.table == nullptr) {
+    LOG(WARNING) << "speculative varlen " << VarlenModeName(o.mode)
+                 << " without a cost table: every draft is verified";
+  }
+  varlen_ = std::make_unique<VarlenController>(std::move(o));
+}
+
+void Engine::Impl::PlanVerifyLengths() {
+  if (varlen_ == nullptr) return;
+  std::vector<Sequence*> spec;
+  int running = 0;
+  for (auto& [id, owned] : seqs_) {
+    Sequence* seq = owned.get();
+    if (seq->status != SeqStatus::kRunning) continue;
+    ++running;
+    if (!seq->draft.empty() && seq->num_pending == 0 &&
+        seq->num_computed < static_cast<int64_t>(seq->tokens.size())) {
+      spec.push_back(seq);
+    }
+  }
+  if (spec.empty()) return;
+  // Request order fixes the (−a, j, r) tie-break: make it the sequence id, not hash order.
+  std::sort(spec.begin(), spec.end(),
+            [](const Sequence* a, const Sequence* b) { return a->seq_id < b->seq_id; });
+  std::vector<VarlenController::Input> in;
+  for (Sequence* seq : spec) {
+    const int64_t known = static_cast<int64_t>(seq->tokens.size());
+    int64_t cap = std::min<int64_t>(seq->draft.size(), seq->info->max_draft_tokens);
+    cap = std::min<int64_t>(cap, seq->info->params.max_tokens - seq->num_output_resolved() - 1);
+    cap = std::min<int64_t>(cap, model_->info().max_context - 1 - known);
+    VarlenController::Input i;
+    i.slot = static_cast<uint64_t>(seq->seq_id);
+    i.owner = static_cast<uint64_t>(seq->seq_id);
+    i.cap = static_cast<int>(std::max<int64_t>(cap, 0));
+    i.drafter_confidence = seq->draft_confidence;
+    in.push_back(i);
+  }
+  const int others = running - static_cast<int>(spec.size());
+  const std::vector<int> len = varlen_->Plan(varlen_step_++, in, others, others, running);
+  for (size_t r = 0; r < spec.size(); ++r) {
+    Sequence* seq = spec[r];
+    if (static_cast<int>(seq->draft.size()) > len[r]) seq->draft.resize(len[r]);
+    if (static_cast<int>(seq->draft_confidence.size()) > len[r]) {
+      seq->draft_confidence.resize(len[r]);
+    }
+  }
+}
+
 void Engine::Impl::Launch(StepPlan plan) {
   ++local_stats_.num_steps;
   bool computes = false;
@@ -550,6 +641,11 @@ void Engine::Impl::Launch(StepPlan plan) {
     local_stats_.total_prompt_tokens += prompt_part;
   }
   in_flight_.push_back(plan.step_id);
+  if (varlen_ != nullptr) {
+    int tokens = 0;
+    for (const PlanItem& item : plan.items) tokens += static_cast<int>(item.num_tokens());
+    varlen_launches_.emplace_back(MonotonicNanos(), tokens);
+  }
   if (!config_.async_scheduling) {
     sync_results_.push_back(runner_.Execute(plan));
     return;
@@ -564,15 +660,25 @@ void Engine::Impl::Launch(StepPlan plan) {
 StepResult Engine::Impl::WaitResult() {
   CHECK(!in_flight_.empty());
   in_flight_.pop_front();
+  StepResult r;
   if (!config_.async_scheduling) {
-    StepResult r = std::move(sync_results_.front());
+    r = std::move(sync_results_.front());
     sync_results_.pop_front();
-    return r;
+  } else {
+    absl::MutexLock lock(&run_mu_);
+    while (results_.empty()) run_cv_.Wait(&run_mu_);
+    r = std::move(results_.front());
+    results_.pop_front();
   }
-  absl::MutexLock lock(&run_mu_);
-  while (results_.empty()) run_cv_.Wait(&run_mu_);
-  StepResult r = std::move(results_.front());
-  results_.pop_front();
+  if (varlen_ != nullptr && !varlen_launches_.empty()) {
+    // The step occupied the runner from its launch (or the previous result, if it queued
+    // behind it) until now.
+    const int64_t now = MonotonicNanos();
+    const auto [launch_ns, tokens] = varlen_launches_.front();
+    varlen_launches_.pop_front();
+    varlen_->ObserveStep(tokens, now - std::max(launch_ns, varlen_last_result_ns_));
+    varlen_last_result_ns_ = now;
+  }
   return r;
 }
 
@@ -605,6 +711,15 @@ void Engine::Impl::UpdateStats() {
   s.state_slots_total = slots_->num_slots();
   s.num_preemptions = scheduler_.num_preemptions();
   s.num_forward_passes = num_forwards_;
+  if (varlen_ != nullptr) {
+    s.spec_varlen_steps = varlen_->planned_steps();
+    s.spec_verify_budget_total = varlen_->budget_total();
+    s.spec_verify_budget_last = varlen_->last_budget();
+    s.spec_varlen_candidates_total = varlen_->candidates_total();
+    s.spec_varlen_gated_steps = varlen_->gated_steps();
+    s.spec_planner_no_table = varlen_->no_table_fallbacks();
+    s.spec_planner_no_stale_row = varlen_->neutral_rows();
+  }
   const PrefixCacheCounters& pc = scheduler_.prefix_counters();
   s.prefix_cache_query_tokens = pc.query_tokens;
   s.prefix_cache_hit_tokens = pc.hit_tokens;
@@ -639,6 +754,7 @@ void Engine::Impl::Loop() {
       return;
     }
     Draft();
+    PlanVerifyLengths();
     TraceSpan schedule_span("schedule");
     StepPlan plan = scheduler_.Schedule();
     schedule_span.End();
@@ -707,6 +823,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
       return absl::InvalidArgumentError(
           absl::StrCat("engine config: num_speculative_tokens must be in [1, ",
                        kMaxSpeculativeTokens, "], got ", spec.num_speculative_tokens));
+    }
+    if (spec.varlen_min_concurrency < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "engine config: varlen_min_concurrency must be >= 0, got ", spec.varlen_min_concurrency));
     }
     if (spec.method == SpeculativeConfig::Method::kNgram &&
         (spec.prompt_lookup_min < 1 || spec.prompt_lookup_min > spec.prompt_lookup_max)) {

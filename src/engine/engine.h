@@ -24,6 +24,8 @@
 #include "engine/request.h"
 #include "engine/sampling_params.h"
 #include "engine/speculative/drafter.h"
+#include "engine/speculative/varlen_controller.h"
+#include "engine/speculative/verify_planner.h"
 #include "kv/block_pool.h"
 #include "model/model.h"
 
@@ -50,6 +52,20 @@ struct SpeculativeConfig {
   int prompt_lookup_max = 5;
   // Method::kCustom: the drafter (shared so tests can keep a handle).
   std::shared_ptr<Drafter> drafter;
+  // Confidence-scheduled variable-length verification (spec §5; speculative/varlen_controller.h):
+  // off | sync_greedy_stop (Algorithm 1) | async_budget (budget from stale confidences, split by
+  // current ones). Outputs are the same in every mode (sample-and-compare); only how many drafts
+  // each step verifies changes.
+  VarlenMode varlen = VarlenMode::kOff;
+  // Step time vs target tokens for the planner; null with profile_cost_table false: verify-all
+  // (counted in EngineStats::spec_planner_no_table).
+  std::shared_ptr<const CostTable> cost_table;
+  // Time real verify forwards at start-up over an M grid instead (a few seconds at most).
+  bool profile_cost_table = false;
+  // Fewer speculating sequences in a step than this: verify the full block (spec §5.8).
+  int varlen_min_concurrency = 0;
+  // Tests: called on the engine thread with every planned step (E12).
+  std::function<void(const VarlenStepTrace&)> varlen_observer;
 };
 // The most drafts a step verifies: the window rings' spare slots (model::
 // kSpeculativeRollbackTokens = anchor + 5 drafts).
@@ -118,6 +134,17 @@ struct EngineStats {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_position = std::vector<int64_t>(kMaxSpeculativeTokens);
+  // Variable-length verification (spec §6): steps the planner split, the verification budget
+  // B* summed over them and the last one, the drafts they could have verified (Σ cap), steps
+  // the min-concurrency gate sent to full blocks, and fallbacks: planned without a cost table
+  // (verify-all), sequences without a stale confidence row (neutral 1.0).
+  int64_t spec_varlen_steps = 0;
+  int64_t spec_verify_budget_total = 0;
+  int64_t spec_verify_budget_last = 0;
+  int64_t spec_varlen_candidates_total = 0;
+  int64_t spec_varlen_gated_steps = 0;
+  int64_t spec_planner_no_table = 0;
+  int64_t spec_planner_no_stale_row = 0;
   // Prefix cache (tokens): prompt tokens looked up, tokens served from the cache, tokens
   // recomputed by bounded replays, replays run, blocks evicted, blocks cached (evictable or in
   // use), snapshots held and their bytes.

@@ -82,6 +82,7 @@ std::vector<Candidate> SortedCandidates(std::span<const PlannerRequest> requests
 }
 
 struct StepTotals {
+  double bias_ms = 0;
   int non_draft = 0;
   int samples = 0;
   int requests = 0;
@@ -92,6 +93,8 @@ StepTotals Totals(std::span<const PlannerRequest> requests, const BudgetOptions&
   StepTotals t;
   t.non_draft = o.extra_non_draft_tokens;
   t.samples = o.extra_samples;
+  t.requests = o.extra_requests;
+  t.bias_ms = std::max(0.0, o.bias_ms);
   for (const PlannerRequest& q : requests) {
     t.non_draft += q.non_draft_tokens;
     t.samples += q.samples ? 1 : 0;
@@ -223,7 +226,7 @@ BudgetPlan PlanVerifyBudget(std::span<const PlannerRequest> requests, const Cost
   } else {
     double best = -1;
     for (int b = 0; b <= plan.candidates; ++b) {
-      const double theta = tau[b] / table->StepMs(t.non_draft + b, t.requests);
+      const double theta = tau[b] / (table->StepMs(t.non_draft + b, t.requests) + t.bias_ms);
       if (theta > best) {  // strict: ties stay with the smaller B
         best = theta;
         plan.budget = b;
@@ -232,7 +235,7 @@ BudgetPlan PlanVerifyBudget(std::span<const PlannerRequest> requests, const Cost
   }
   plan.target_tokens = t.non_draft + plan.budget;
   plan.expected_tokens = tau[plan.budget];
-  plan.step_ms = table != nullptr ? table->StepMs(plan.target_tokens, t.requests) : 0.0;
+  plan.step_ms = table != nullptr ? table->StepMs(plan.target_tokens, t.requests) + t.bias_ms : 0.0;
   plan.theta = plan.step_ms > 0 ? plan.expected_tokens / plan.step_ms : 0.0;
   // Placeholder split: round-robin over requests with room, in request order.
   plan.placeholder.assign(requests.size(), 0);
@@ -271,9 +274,10 @@ std::vector<int> PlanSyncGreedyStop(std::span<const PlannerRequest> requests,
   }
   const StepTotals t = Totals(requests, options);
   double tau = t.samples;
-  double best = tau / table->StepMs(t.non_draft, t.requests);
+  double best = tau / (table->StepMs(t.non_draft, t.requests) + t.bias_ms);
   for (int i = 0; i < limit; ++i) {
-    const double next = (tau + cands[i].a) / table->StepMs(t.non_draft + i + 1, t.requests);
+    const double next =
+        (tau + cands[i].a) / (table->StepMs(t.non_draft + i + 1, t.requests) + t.bias_ms);
     if (!(next > best)) break;  // first non-improving candidate: stop (Algorithm 1)
     best = next;
     tau += cands[i].a;

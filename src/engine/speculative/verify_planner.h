@@ -106,6 +106,11 @@ struct BudgetOptions {
   // non-speculating requests, decodes of requests that do not speculate).
   int extra_non_draft_tokens = 0;
   int extra_samples = 0;
+  // Sequences in the batch besides `requests` (the batch curve's R counts them too).
+  int extra_requests = 0;
+  // Added to every T (ms): the untrimmable per-step cost a forward-only table misses (engine
+  // overhead, sampling); too small a bias makes every verify token look expensive (spec §5.4).
+  double bias_ms = 0;
 };
 
 // The planner's decision for one step (spec §5.2 steps 4-7).

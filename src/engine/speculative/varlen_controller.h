@@ -1,0 +1,154 @@
+// The engine side of confidence-scheduled variable-length verification (issue #26;
+// ../shared/spec/speculative.md §5.2, §5.5, §7.1 items 7-8): per step, how many of each
+// speculating sequence's drafts the step verifies.
+//
+// Modes (spec §5.9 names):
+//   kOff:            verify every draft (fixed length).
+//   kSyncGreedyStop: the paper's Algorithm 1 on the current confidences (PlanSyncGreedyStop).
+//   kAsyncBudget:    the production split: the budget B* from STALE confidences (the rows staged
+//                    two steps earlier, per sequence slot, by ConfidencePipeline — a CPU
+//                    simulation of the device→host double buffer so staleness is exercised
+//                    exactly as a GPU pipeline would see it), the per-sequence lengths as the
+//                    top-B* of the CURRENT confidences (AllocateVerifyLengths).
+// Below `min_concurrency` speculating sequences the step verifies the full block (§5.8: the
+// step cost is flat there, trimming saves nothing and loses expected tokens).
+//
+// Confidences: a drafter's own c_j (Sequence::draft_confidence: MTP's draft probability,
+// DSpark's confidence head) when it gives one per draft; otherwise (n-gram, scripted) an
+// estimate from the engine's running per-position acceptance statistics,
+// c_j = (accepted at j + 1) / (examined at j + 1), where "examined at j" counts verify items that
+// verified draft j with drafts 1..j-1 accepted (so c_j estimates P(d_j accepted | d_<j accepted));
+// the +1/+1 prior starts every position neutral (1.0) like a missing row.
+//
+// Thread-safety: engine thread only.
+#ifndef DEEPINFER_ENGINE_SPECULATIVE_VARLEN_CONTROLLER_H_
+#define DEEPINFER_ENGINE_SPECULATIVE_VARLEN_CONTROLLER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/speculative/verify_planner.h"
+
+namespace deepinfer::engine {
+
+enum class VarlenMode { kOff, kSyncGreedyStop, kAsyncBudget };
+
+// "off" | "sync" (also "sync_greedy_stop") | "async" (also "async_budget"); nullopt-like false
+// return for anything else.
+bool ParseVarlenMode(std::string_view text, VarlenMode* mode);
+std::string_view VarlenModeName(VarlenMode mode);
+
+// Stale confidence rows per sequence slot with step stamps (spec §5.5): Stage(step, slot, row)
+// after the step's drafts are known; Stale(step, slot) returns the newest row staged at a step
+// <= step - lag (lag 2: the copy of step t-2's row has landed when step t is planned), or nullptr.
+// Rows carry the slot's owner generation, so a recycled slot never serves its previous occupant's
+// scores. Rows older than `keep_steps` are dropped.
+class ConfidencePipeline {
+ public:
+  struct Row {
+    int64_t step = -1;
+    uint64_t owner = 0;
+    std::vector<double> confidence;
+  };
+  explicit ConfidencePipeline(int lag = 2, int64_t keep_steps = 64)
+      : lag_(lag), keep_steps_(keep_steps) {}
+  void Stage(int64_t step, uint64_t slot, uint64_t owner, std::vector<double> confidence);
+  const Row* Stale(int64_t step, uint64_t slot, uint64_t owner) const;
+  // Drops rows staged before step - keep_steps.
+  void Prune(int64_t step);
+  int lag() const { return lag_; }
+
+ private:
+  int lag_;
+  int64_t keep_steps_;
+  std::unordered_map<uint64_t, std::vector<Row>> rows_;  // per slot, oldest first, <= lag+1 rows
+};
+
+// What the controller planned for one step (tests: E12; metrics).
+struct VarlenStepTrace {
+  int64_t step = 0;
+  VarlenMode mode = VarlenMode::kOff;
+  bool gated = false;     // below min_concurrency: full blocks
+  int budget = -1;        // B* (async), Σ ℓ (sync), Σ cap (off / gated)
+  bool no_table = false;  // planned without a cost table (verify-all fallback)
+  int neutral_rows = 0;   // sequences without a stale row
+  struct Seq {
+    uint64_t slot = 0;
+    int cap = 0;
+    int length = 0;
+    std::vector<double> current;  // confidences the split used
+    int64_t stale_step = -1;      // stamp of the stale row the budget used (-1: neutral)
+    std::vector<double> stale;
+  };
+  std::vector<Seq> seqs;
+};
+
+class VarlenController {
+ public:
+  struct Options {
+    VarlenMode mode = VarlenMode::kOff;
+    int min_concurrency = 0;
+    std::shared_ptr<const CostTable> table;  // null: verify-all (counted as a fallback)
+    int k_max = 5;
+    // Called once per planned step (tests).
+    std::function<void(const VarlenStepTrace&)> observer;
+  };
+  struct Input {
+    uint64_t slot = 0;                          // a stable per-sequence id
+    uint64_t owner = 0;                         // generation of the slot's occupant
+    int cap = 0;                                // drafts it has (<= k_max)
+    std::span<const float> drafter_confidence;  // empty or cap entries
+  };
+
+  explicit VarlenController(Options options);
+
+  // Plans step `step` for the sequences in `in` (those with drafts), with `other_tokens` target
+  // tokens and `other_samples` sampling sequences outside them (non-speculating decodes), and
+  // `running` sequences in the batch. Returns ℓ per input (<= cap).
+  std::vector<int> Plan(int64_t step, std::span<const Input> in, int other_tokens,
+                        int other_samples, int running);
+  // After a verify item: `verified` drafts of which the first `accepted` were accepted.
+  void OnVerified(int verified, int accepted);
+  // A finished engine step of `target_tokens` tokens that kept the runner busy for `ns`: the
+  // part of its time the table does not explain (the engine's fixed per-step cost) is tracked
+  // as a running mean (EMA, weight 1/16, never below 0) and added to every T. Without it a
+  // forward-only table on a small model makes verify tokens look expensive and over-trims.
+  void ObserveStep(int target_tokens, int64_t ns);
+  double bias_ms() const { return bias_ms_; }
+
+  // Counters (EngineStats).
+  int64_t planned_steps() const { return planned_steps_; }
+  int64_t gated_steps() const { return gated_steps_; }
+  int64_t budget_total() const { return budget_total_; }
+  int64_t candidates_total() const { return candidates_total_; }
+  int last_budget() const { return last_budget_; }
+  int64_t no_table_fallbacks() const { return no_table_; }
+  int64_t neutral_rows() const { return neutral_rows_; }
+  // The running estimate of c_j (j = 1..k_max).
+  double EstimatedConfidence(int j) const;
+
+ private:
+  std::vector<double> Current(const Input& in) const;
+
+  Options options_;
+  ConfidencePipeline pipeline_;
+  std::vector<int64_t> examined_;  // [k_max]
+  std::vector<int64_t> accepted_;  // [k_max]
+  int64_t planned_steps_ = 0;
+  int64_t gated_steps_ = 0;
+  int64_t budget_total_ = 0;
+  int64_t candidates_total_ = 0;
+  int last_budget_ = 0;
+  int64_t no_table_ = 0;
+  int64_t neutral_rows_ = 0;
+  double bias_ms_ = 0;
+  bool has_bias_ = false;
+};
+
+}  // namespace deepinfer::engine
+
+#endif  // DEEPINFER_ENGINE_SPECULATIVE_VARLEN_CONTROLLER_H_

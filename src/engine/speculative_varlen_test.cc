@@ -1,0 +1,411 @@
+// Confidence-scheduled variable-length verification through the engine (issue #26;
+// ../shared/spec/speculative.md §5, §7.3 E2, E3, E12).
+//
+// Oracles: the FakeModel's cache-free greedy reference and the same engine with speculation off
+// or with fixed-length verification. Sample-and-compare with the position-keyed RNG makes every
+// emitted token independent of how many drafts a step verified, so the outputs of off / fixed /
+// sync / async must be identical (greedy and seeded sampled); only the verify counts differ.
+// E12: the async planner's budget input at step t is exactly the confidence row staged for that
+// sequence at the newest step <= t - 2, asserted from the step stamps the observer reports.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status_matchers.h"
+#include "engine/engine.h"
+#include "engine/speculative/drafter.h"
+#include "engine/speculative/varlen_controller.h"
+#include "engine/speculative/verify_planner.h"
+#include "engine/testing/engine_test_util.h"
+#include "engine/testing/fake_model.h"
+#include "gtest/gtest.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using ::deepinfer::engine::testing::FakeModel;
+using ::deepinfer::engine::testing::FakeModelOptions;
+using ::deepinfer::engine::testing::Greedy;
+using ::deepinfer::engine::testing::MakePrompts;
+using ::deepinfer::engine::testing::ReferenceGreedy;
+
+// The FakeModel's greedy continuation with the draft at index `corrupt` (if < k) replaced: the
+// acceptance statistics then give c_j ≈ 1 before `corrupt` and ≈ 0 at it, so the planner trims.
+class OracleDrafter : public Drafter {
+ public:
+  OracleDrafter(const FakeModelOptions& mo, int corrupt) : ref_(mo), corrupt_(corrupt) {}
+  std::vector<int32_t> Propose(const DraftContext& ctx, int max_tokens) override {
+    std::vector<int32_t> seq(ctx.tokens.begin(), ctx.tokens.end());
+    std::vector<int32_t> out;
+    const int64_t vocab = ref_.info().vocab_size;
+    for (int j = 0; j < max_tokens; ++j) {
+      std::vector<float> row = ref_.ReferenceLogits(seq, /*all_rows=*/false);
+      int32_t t =
+          static_cast<int32_t>(std::max_element(row.begin(), row.begin() + vocab) - row.begin());
+      if (j == corrupt_) t = static_cast<int32_t>((t + 7) % vocab);
+      out.push_back(t);
+      seq.push_back(t);
+    }
+    return out;
+  }
+
+ private:
+  const FakeModel ref_;
+  const int corrupt_;
+};
+
+struct VarlenRun {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<FinishReason> finish;
+  EngineStats stats;
+  std::vector<VarlenStepTrace> traces;
+};
+
+// T(M) = 1 + 1·M ms: every verified token costs as much as a whole small step, so the planner
+// trims drafts whose survival is low.
+std::shared_ptr<const CostTable> BusyTable() {
+  return std::make_shared<const CostTable>(CostTable::Create({{1, 2.0}, {64, 65.0}}).value());
+}
+
+VarlenRun RunEngine(std::unique_ptr<model::CausalLM> model,
+                    const std::vector<std::vector<int32_t>>& prompts,
+                    const std::vector<SamplingParams>& params, SpeculativeConfig spec, bool async) {
+  VarlenRun run;
+  auto traces = std::make_shared<std::vector<VarlenStepTrace>>();
+  auto mu = std::make_shared<std::mutex>();
+  spec.varlen_observer = [traces, mu](const VarlenStepTrace& t) {
+    std::lock_guard<std::mutex> lock(*mu);
+    traces->push_back(t);
+  };
+  EngineConfig config;
+  config.async_scheduling = async;
+  config.max_num_seqs = 16;
+  config.max_num_batched_tokens = 256;
+  config.kv_memory_bytes = 256 << 20;
+  config.speculative = std::move(spec);
+  auto engine = Engine::Create(std::move(model), config);
+  CHECK(engine.ok()) << engine.status();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateRequest req;
+    req.prompt = prompts[i];
+    req.params = params[i];
+    auto s = (*engine)->Submit(req);
+    CHECK(s.ok()) << s.status();
+    streams.push_back(*s);
+  }
+  for (auto& s : streams) {
+    std::vector<int32_t> toks;
+    FinishReason f = FinishReason::kError;
+    while (std::optional<StepOutput> o = s->Next()) {
+      if (o->sample_index != 0) continue;
+      toks.insert(toks.end(), o->token_ids.begin(), o->token_ids.end());
+      if (o->finish.has_value()) f = *o->finish;
+    }
+    run.tokens.push_back(toks);
+    run.finish.push_back(f);
+  }
+  (*engine)->Shutdown(int64_t{5} * 1000 * 1000 * 1000);
+  run.stats = (*engine)->Stats();
+  EXPECT_EQ(run.stats.kv_blocks_used, 0);
+  std::lock_guard<std::mutex> lock(*mu);
+  run.traces = *traces;
+  return run;
+}
+
+SpeculativeConfig Spec(std::shared_ptr<Drafter> drafter, int k, VarlenMode mode,
+                       std::shared_ptr<const CostTable> table) {
+  SpeculativeConfig spec;
+  spec.method = SpeculativeConfig::Method::kCustom;
+  spec.drafter = std::move(drafter);
+  spec.num_speculative_tokens = k;
+  spec.varlen = mode;
+  spec.cost_table = std::move(table);
+  return spec;
+}
+
+// E12: every async trace's stale rows are the rows staged for the same sequence at the newest
+// step <= t - 2 (or none existed: neutral).
+void ExpectStaleRowsAreTwoStepsOld(const std::vector<VarlenStepTrace>& traces) {
+  std::map<uint64_t, std::map<int64_t, std::vector<double>>> staged;  // slot -> step -> row
+  int checked = 0;
+  for (const VarlenStepTrace& t : traces) {
+    for (const VarlenStepTrace::Seq& s : t.seqs) {
+      const auto& rows = staged[s.slot];
+      auto newest = rows.upper_bound(t.step - 2);  // first row staged after t - 2
+      if (newest == rows.begin()) {
+        EXPECT_EQ(s.stale_step, -1) << "step " << t.step << ": a stale row where none was staged";
+      } else {
+        --newest;
+        EXPECT_EQ(s.stale_step, newest->first) << "step " << t.step;
+        EXPECT_LE(s.stale_step, t.step - 2);
+        EXPECT_EQ(s.stale, newest->second) << "step " << t.step;
+        ++checked;
+      }
+    }
+    for (const VarlenStepTrace::Seq& s : t.seqs) staged[s.slot][t.step] = s.current;
+  }
+  EXPECT_GT(checked, 0) << "no step used a stale row";
+}
+
+struct VarlenCase {
+  bool async;
+  bool with_state;
+};
+
+class VarlenFakeTest : public ::testing::TestWithParam<VarlenCase> {};
+
+// E2 + E12: greedy outputs equal the cache-free reference and speculation off under off / sync /
+// async verification for k = 2..5 and every corruption position; the async planner's inputs are
+// two steps stale; the budget trims (fewer verified drafts than fixed length) where the drafts
+// past the corruption are rejected.
+TEST_P(VarlenFakeTest, GreedyEqualsReferenceUnderEveryPolicyAndStaleRowsAreTwoStepsOld) {
+  FakeModelOptions mo;
+  mo.with_state = GetParam().with_state;
+  const FakeModel ref(mo);
+  const auto prompts = MakePrompts(6, 20, 140, 19);
+  std::vector<SamplingParams> params;
+  for (int i = 0; i < 6; ++i) params.push_back(Greedy(24 + 7 * i));
+  std::vector<std::vector<int32_t>> expected;
+  for (int i = 0; i < 6; ++i) {
+    FinishReason f;
+    expected.push_back(ReferenceGreedy(ref, prompts[i], params[i].max_tokens, &f));
+  }
+  for (int k : {2, 5}) {
+    for (int corrupt : {0, 1, k}) {
+      std::map<VarlenMode, VarlenRun> runs;
+      for (VarlenMode mode :
+           {VarlenMode::kOff, VarlenMode::kSyncGreedyStop, VarlenMode::kAsyncBudget}) {
+        runs[mode] =
+            RunEngine(std::make_unique<FakeModel>(mo), prompts, params,
+                      Spec(std::make_shared<OracleDrafter>(mo, corrupt), k, mode, BusyTable()),
+                      GetParam().async);
+        for (int i = 0; i < 6; ++i) {
+          EXPECT_EQ(runs[mode].tokens[i], expected[i])
+              << VarlenModeName(mode) << " k " << k << " corrupt " << corrupt << " req " << i;
+        }
+      }
+      const VarlenRun& off = runs[VarlenMode::kOff];
+      const VarlenRun& async = runs[VarlenMode::kAsyncBudget];
+      EXPECT_TRUE(off.traces.empty());
+      EXPECT_GT(async.stats.spec_varlen_steps, 0);
+      EXPECT_EQ(async.stats.spec_planner_no_table, 0);
+      ExpectStaleRowsAreTwoStepsOld(async.traces);
+      for (const VarlenStepTrace& t : async.traces) {
+        int sum = 0, cap = 0;
+        for (const auto& s : t.seqs) {
+          EXPECT_LE(s.length, s.cap);
+          sum += s.length;
+          cap += s.cap;
+        }
+        EXPECT_EQ(sum, std::min(t.budget, cap)) << "step " << t.step;
+      }
+      if (corrupt < k) {
+        // Drafts at and after the corruption are always rejected: the estimates learn it and
+        // both planners verify fewer drafts than fixed length.
+        EXPECT_LT(async.stats.spec_draft_tokens, off.stats.spec_draft_tokens)
+            << "k " << k << " corrupt " << corrupt;
+        EXPECT_LT(runs[VarlenMode::kSyncGreedyStop].stats.spec_draft_tokens,
+                  off.stats.spec_draft_tokens);
+      }
+    }
+  }
+}
+
+// E3: seeded sampled requests (and greedy ones in the same batch) give the same tokens with
+// speculation off, fixed length, sync and async verification, with random drafts.
+class RandomDrafter : public Drafter {
+ public:
+  RandomDrafter(int64_t vocab, uint32_t seed) : vocab_(vocab), rng_(seed) {}
+  std::vector<int32_t> Propose(const DraftContext&, int max_tokens) override {
+    std::vector<int32_t> out(std::uniform_int_distribution<int>(1, max_tokens)(rng_));
+    for (int32_t& t : out) t = std::uniform_int_distribution<int32_t>(0, vocab_ - 1)(rng_);
+    return out;
+  }
+
+ private:
+  int64_t vocab_;
+  std::mt19937 rng_;
+};
+
+TEST_P(VarlenFakeTest, SampledOutputsEqualSpeculationOffUnderEveryPolicy) {
+  FakeModelOptions mo;
+  mo.with_state = GetParam().with_state;
+  mo.vocab_size = 8;  // random drafts are accepted now and then
+  const auto prompts = MakePrompts(6, 5, 60, 23, 8);
+  std::vector<SamplingParams> params;
+  for (int i = 0; i < 6; ++i) {
+    SamplingParams p = Greedy(30);
+    if (i % 3 != 0) {
+      p.temperature = 1.0f;
+      p.top_p = 0.95f;
+      p.seed = 500 + i;
+    }
+    params.push_back(p);
+  }
+  SpeculativeConfig none;
+  const VarlenRun off =
+      RunEngine(std::make_unique<FakeModel>(mo), prompts, params, none, GetParam().async);
+  for (VarlenMode mode :
+       {VarlenMode::kOff, VarlenMode::kSyncGreedyStop, VarlenMode::kAsyncBudget}) {
+    const VarlenRun got = RunEngine(
+        std::make_unique<FakeModel>(mo), prompts, params,
+        Spec(std::make_shared<RandomDrafter>(8, 3), 4, mode, BusyTable()), GetParam().async);
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(got.tokens[i], off.tokens[i]) << VarlenModeName(mode) << " req " << i;
+      EXPECT_EQ(got.finish[i], off.finish[i]) << VarlenModeName(mode) << " req " << i;
+    }
+    EXPECT_GT(got.stats.spec_verify_steps, 0);
+    if (mode == VarlenMode::kAsyncBudget) ExpectStaleRowsAreTwoStepsOld(got.traces);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, VarlenFakeTest,
+                         ::testing::Values(VarlenCase{false, true}, VarlenCase{true, true},
+                                           VarlenCase{false, false}, VarlenCase{true, false}),
+                         [](const auto& info) {
+                           return std::string(info.param.async ? "Async" : "Sync") +
+                                  (info.param.with_state ? "State" : "NoState");
+                         });
+
+// The min-concurrency gate sends steps with fewer speculating sequences to full blocks; no
+// cost table falls back to verify-all and is counted.
+TEST(VarlenEngineTest, GateAndNoTableFallbackVerifyFullBlocks) {
+  FakeModelOptions mo;
+  const auto prompts = MakePrompts(2, 20, 40, 29);
+  const std::vector<SamplingParams> params = {Greedy(30), Greedy(30)};
+  const VarlenRun off =
+      RunEngine(std::make_unique<FakeModel>(mo), prompts, params,
+                Spec(std::make_shared<OracleDrafter>(mo, 1), 4, VarlenMode::kOff, nullptr), false);
+  SpeculativeConfig gated =
+      Spec(std::make_shared<OracleDrafter>(mo, 1), 4, VarlenMode::kAsyncBudget, BusyTable());
+  gated.varlen_min_concurrency = 3;  // only 2 requests
+  const VarlenRun g = RunEngine(std::make_unique<FakeModel>(mo), prompts, params, gated, false);
+  EXPECT_EQ(g.tokens, off.tokens);
+  EXPECT_EQ(g.stats.spec_varlen_steps, 0);
+  EXPECT_GT(g.stats.spec_varlen_gated_steps, 0);
+  EXPECT_EQ(g.stats.spec_draft_tokens, off.stats.spec_draft_tokens);
+  const VarlenRun nt = RunEngine(
+      std::make_unique<FakeModel>(mo), prompts, params,
+      Spec(std::make_shared<OracleDrafter>(mo, 1), 4, VarlenMode::kAsyncBudget, nullptr), false);
+  EXPECT_EQ(nt.tokens, off.tokens);
+  EXPECT_GT(nt.stats.spec_planner_no_table, 0);
+  EXPECT_EQ(nt.stats.spec_planner_no_table, nt.stats.spec_varlen_steps);
+  EXPECT_EQ(nt.stats.spec_draft_tokens, off.stats.spec_draft_tokens);
+  EXPECT_GT(nt.stats.spec_planner_no_stale_row, 0);  // the first steps have no stale row
+  EXPECT_EQ(nt.stats.spec_verify_budget_total, nt.stats.spec_varlen_candidates_total);
+}
+
+TEST(VarlenEngineTest, BadMinConcurrencyIsAnError) {
+  EngineConfig config;
+  config.speculative = Spec(std::make_shared<OracleDrafter>(FakeModelOptions{}, 1), 2,
+                            VarlenMode::kAsyncBudget, nullptr);
+  config.speculative.varlen_min_concurrency = -1;
+  auto e = Engine::Create(std::make_unique<FakeModel>(), config);
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(e.status().message()).find("varlen_min_concurrency"), std::string::npos);
+}
+
+// stories260K with n-gram drafts and a cost table profiled from its own forwards: greedy and
+// seeded sampled outputs equal speculation off under sync and async verification.
+TEST(VarlenModelTest, Stories260KNgramWithProfiledTableEqualsSpeculationOff) {
+  const fs::path dir = fs::path(DEEPINFER_SHARED_DIR) / "models/stories260K";
+  if (!fs::exists(dir / "config.json")) GTEST_SKIP() << "no stories260K";
+  auto tok = Tokenizer::FromDirectory(dir.string());
+  ASSERT_OK(tok.status());
+  EnvConfig env = Env();
+  env.batch_invariant = true;
+  SetEnvConfigForTesting(env);
+  auto load = [&]() {
+    model::LoadOptions lo;
+    lo.show_progress = false;
+    auto m = model::LoadModel(dir.string(), lo);
+    CHECK(m.ok()) << m.status();
+    return std::move(*m);
+  };
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* text : {"Once upon a time", "Lily and Ben went to the park. Lily",
+                           "The cat sat on the mat. The dog", "Tom had a red ball. Tom"}) {
+    std::vector<int32_t> p = {(*tok)->bos_id()};
+    for (int32_t id : (*tok)->EncodeText(text)) p.push_back(id);
+    prompts.push_back(p);
+  }
+  std::vector<SamplingParams> params(prompts.size(), Greedy(100));
+  params[2].temperature = 0.8f;
+  params[2].seed = 5;
+  const VarlenRun off = RunEngine(load(), prompts, params, {}, true);
+  for (VarlenMode mode : {VarlenMode::kSyncGreedyStop, VarlenMode::kAsyncBudget}) {
+    SpeculativeConfig spec;
+    spec.method = SpeculativeConfig::Method::kNgram;
+    spec.num_speculative_tokens = 5;
+    spec.prompt_lookup_min = 1;
+    spec.prompt_lookup_max = 4;
+    spec.varlen = mode;
+    spec.profile_cost_table = true;
+    const VarlenRun on = RunEngine(load(), prompts, params, spec, true);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(on.tokens[i], off.tokens[i]) << VarlenModeName(mode) << " prompt " << i;
+    }
+    std::printf("%s: drafted %lld accepted %lld varlen steps %lld budget %lld cand %lld\n",
+                std::string(VarlenModeName(mode)).c_str(), (long long)on.stats.spec_draft_tokens,
+                (long long)on.stats.spec_accepted_tokens, (long long)on.stats.spec_varlen_steps,
+                (long long)on.stats.spec_verify_budget_total,
+                (long long)on.stats.spec_varlen_candidates_total);
+    EXPECT_GT(on.stats.spec_accepted_tokens, 0);
+    EXPECT_EQ(on.stats.spec_planner_no_table, 0) << "profiling gave a table";
+    EXPECT_GT(on.stats.spec_varlen_steps, 0);
+    if (mode == VarlenMode::kAsyncBudget) ExpectStaleRowsAreTwoStepsOld(on.traces);
+  }
+}
+
+// --- VarlenController unit checks ---------------------------------------------------------------
+
+TEST(VarlenControllerTest, DrafterConfidencesWinOverEstimatesAndRowsAreStaleByTwoSteps) {
+  VarlenController::Options o;
+  o.mode = VarlenMode::kAsyncBudget;
+  o.table = BusyTable();
+  o.k_max = 3;
+  std::vector<VarlenStepTrace> traces;
+  o.observer = [&](const VarlenStepTrace& t) { traces.push_back(t); };
+  VarlenController c(o);
+  const std::vector<float> conf = {0.9f, 0.1f, 0.1f};
+  std::vector<VarlenController::Input> in(2);
+  in[0] = {7, 7, 3, conf};
+  in[1] = {8, 8, 3, {}};  // no drafter confidence: the running estimates (neutral at start)
+  c.Plan(0, in, 0, 0, 2);
+  ASSERT_EQ(traces.size(), 1u);
+  EXPECT_EQ(traces[0].seqs[0].current, (std::vector<double>{0.9f, 0.1f, 0.1f}));
+  EXPECT_EQ(traces[0].seqs[1].current, (std::vector<double>{1.0, 1.0, 1.0}));
+  EXPECT_EQ(traces[0].neutral_rows, 2);
+  // Estimates follow the acceptance statistics: draft 1 always accepted, draft 2 never.
+  for (int i = 0; i < 9; ++i) c.OnVerified(3, 1);
+  EXPECT_DOUBLE_EQ(c.EstimatedConfidence(1), 1.0);
+  EXPECT_DOUBLE_EQ(c.EstimatedConfidence(2), 1.0 / 10.0);
+  EXPECT_DOUBLE_EQ(c.EstimatedConfidence(3), 1.0);  // never examined: the prior
+  c.Plan(1, in, 0, 0, 2);
+  EXPECT_EQ(traces[1].seqs[0].stale_step, -1);  // step 0's row has not landed at step 1
+  c.Plan(2, in, 0, 0, 2);
+  EXPECT_EQ(traces[2].seqs[0].stale_step, 0);
+  EXPECT_EQ(traces[2].seqs[1].stale_step, 0);
+  EXPECT_EQ(traces[2].seqs[1].stale, (std::vector<double>{1.0, 1.0, 1.0}));
+  EXPECT_EQ(traces[2].seqs[1].current, (std::vector<double>{1.0, 0.1, 1.0}));
+  // A new occupant of a slot never sees the previous one's rows.
+  in[1].owner = 9;
+  c.Plan(3, in, 0, 0, 2);
+  c.Plan(4, in, 0, 0, 2);
+  EXPECT_EQ(traces[4].seqs[1].stale_step, -1);
+  EXPECT_EQ(traces[4].seqs[0].stale_step, 2);
+}
+
+}  // namespace
+}  // namespace deepinfer::engine
