@@ -38,7 +38,7 @@ ThreadPool::ThreadPool(int num_threads)
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -52,8 +52,24 @@ std::pair<int64_t, int64_t> ThreadPool::RangeOf(int64_t n, int64_t align, int in
   return {std::min(b, n), std::min(e, n)};
 }
 
+void ThreadPool::RunShare(int thread) {
+  if (range_fn_ != nullptr) {
+    auto [b, e] = RangeOf(job_n_, job_align_, thread, num_threads_);
+    if (b < e) (*range_fn_)(b, e);
+    return;
+  }
+  const int64_t chunk = job_align_;
+  const int64_t chunks = (job_n_ + chunk - 1) / chunk;
+  for (;;) {
+    const int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= chunks) return;
+    (*chunk_fn_)(c * chunk, std::min(job_n_, (c + 1) * chunk), thread);
+  }
+}
+
 void ThreadPool::ParallelFor(int64_t n, int64_t align, const RangeFn& fn) {
   if (n <= 0) return;
+  CHECK_GE(align, 1);
   if (num_threads_ == 1 || t_inside_pool_worker) {
     // Serial, but over the same partition so per-range reductions match the parallel run.
     for (int i = 0; i < num_threads_; ++i) {
@@ -62,47 +78,72 @@ void ThreadPool::ParallelFor(int64_t n, int64_t align, const RangeFn& fn) {
     }
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_fn_ = &fn;
-    job_n_ = n;
-    job_align_ = align;
-    pending_.store(num_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+  range_fn_ = &fn;
+  chunk_fn_ = nullptr;
+  job_n_ = n;
+  job_align_ = align;
+  Run();
+}
+
+void ThreadPool::ParallelForChunks(int64_t n, int64_t chunk, const ChunkFn& fn) {
+  if (n <= 0) return;
+  CHECK_GE(chunk, 1);
+  if (num_threads_ == 1 || t_inside_pool_worker || n <= chunk) {
+    for (int64_t b = 0; b < n; b += chunk) fn(b, std::min(n, b + chunk), 0);
+    return;
   }
-  work_cv_.notify_all();
-  {
-    t_inside_pool_worker = true;
-    auto [b, e] = RangeOf(n, align, 0, num_threads_);
-    if (b < e) fn(b, e);
-    t_inside_pool_worker = false;
+  range_fn_ = nullptr;
+  chunk_fn_ = &fn;
+  job_n_ = n;
+  job_align_ = chunk;
+  next_chunk_.store(0, std::memory_order_relaxed);
+  Run();
+}
+
+void ThreadPool::Run() {
+  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes the job fields
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    // A worker that counted itself a sleeper checks generation_ under mu_ before it waits.
+    { std::lock_guard<std::mutex> lock(mu_); }
+    work_cv_.notify_all();
   }
-  SpinFor(kSpinNanos, [this] { return pending_.load(std::memory_order_acquire) == 0; });
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
-  job_fn_ = nullptr;
+  t_inside_pool_worker = true;
+  RunShare(0);
+  t_inside_pool_worker = false;
+  auto done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!SpinFor(kSpinNanos, done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_sleeping_.store(true, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [this] { return pending_.load(std::memory_order_seq_cst) == 0; });
+    caller_sleeping_.store(false, std::memory_order_relaxed);
+  }
+  range_fn_ = nullptr;
+  chunk_fn_ = nullptr;
 }
 
 void ThreadPool::WorkerLoop(int worker_index) {
   t_inside_pool_worker = true;
   uint64_t seen = 0;
   for (;;) {
-    const RangeFn* fn;
-    int64_t n, align;
-    SpinFor(kSpinNanos, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-    {
+    auto published = [&] {
+      return generation_.load(std::memory_order_acquire) != seen ||
+             stop_.load(std::memory_order_relaxed);
+    };
+    if (!SpinFor(kSpinNanos, published)) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
-      if (stop_) return;
-      seen = generation_.load();
-      fn = job_fn_;
-      n = job_n_;
-      align = job_align_;
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      work_cv_.wait(lock, [&] {
+        return generation_.load(std::memory_order_seq_cst) != seen || stop_.load();
+      });
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
     }
-    auto [b, e] = RangeOf(n, align, worker_index, num_threads_);
-    if (b < e) (*fn)(b, e);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // Take mu_ so the caller cannot miss the notification between its check and its wait.
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
+    RunShare(worker_index);
+    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+        caller_sleeping_.load(std::memory_order_seq_cst)) {
+      // Taking mu_ orders this notification after the caller's wait began.
       std::lock_guard<std::mutex> lock(mu_);
       done_cv_.notify_one();
     }

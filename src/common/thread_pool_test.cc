@@ -1,5 +1,6 @@
 #include "common/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -145,6 +146,59 @@ TEST(ThreadPool, JobsAfterIdlePausesStillRun) {
       covered += e - b;
     });
     ASSERT_EQ(covered.load(), 300) << "job " << job;
+  }
+}
+
+// Dynamic chunks: every chunk [c*chunk, min(n, (c+1)*chunk)) runs exactly once, on a thread
+// index of the pool, whatever the timing (one thread made slow takes fewer chunks).
+TEST(ThreadPool, ChunksCoverExactlyOnceWithFixedBoundaries) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 7, 64, 1000, 4097}) {
+      for (int64_t chunk : {1, 16, 100, 5000}) {
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> got;
+        std::vector<int> per_thread(threads);
+        pool.ParallelForChunks(n, chunk, [&](int64_t b, int64_t e, int thread) {
+          if (thread == threads - 1 && threads > 1 && n > 1000) {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          }
+          std::lock_guard<std::mutex> lock(mu);
+          ASSERT_GE(thread, 0);
+          ASSERT_LT(thread, threads);
+          ++per_thread[thread];
+          got.emplace_back(b, e);
+        });
+        std::sort(got.begin(), got.end());
+        std::vector<std::pair<int64_t, int64_t>> want;
+        for (int64_t b = 0; b < n; b += chunk) want.emplace_back(b, std::min(n, b + chunk));
+        ASSERT_EQ(got, want) << "threads " << threads << " n " << n << " chunk " << chunk;
+      }
+    }
+  }
+}
+
+// Static and dynamic jobs interleaved, with idle pauses past the spin window between some, and
+// a nested call from inside a chunk (which runs inline on that thread).
+TEST(ThreadPool, ChunkJobsInterleaveWithStaticJobsAndNest) {
+  ThreadPool pool(3);
+  for (int job = 0; job < 300; ++job) {
+    if (job % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::atomic<int64_t> covered{0};
+    if (job % 2 == 0) {
+      pool.ParallelFor(257, 8, [&](int64_t b, int64_t e) { covered += e - b; });
+    } else {
+      pool.ParallelForChunks(257, 16, [&](int64_t b, int64_t e, int) {
+        std::atomic<int64_t> inner{0};
+        pool.ParallelForChunks(10, 3, [&](int64_t ib, int64_t ie, int t) {
+          EXPECT_EQ(t, 0);
+          inner += ie - ib;
+        });
+        EXPECT_EQ(inner.load(), 10);
+        covered += e - b;
+      });
+    }
+    ASSERT_EQ(covered.load(), 257) << "job " << job;
   }
 }
 

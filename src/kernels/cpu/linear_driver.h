@@ -64,25 +64,23 @@ void ForEachRowStream(int64_t n0, int64_t n1, const Tile& tile, const TileOne& t
   for (int64_t n = n0 + NR * per_stream; n < n1; ++n) tile_one(&n);
 }
 
-// Runs fn(n0, n1, slot) over the output features [0, N): split statically over the pool's
-// threads in ranges starting on multiples of `align` (ThreadPool::RangeOf), slot = the range's
-// index (its scratch slot), or over [0, N) on the calling thread when threads == 1.
+// Runs fn(n0, n1, slot) over the output features [0, N): in fixed chunks starting on multiples
+// of `align`, handed out dynamically over the pool's threads (ThreadPool::ParallelForChunks:
+// about kChunksPerThread per thread, so a thread slowed down by other work takes fewer instead
+// of making everyone wait), slot = the running thread's index (its scratch slot, < threads), or
+// over [0, N) on the calling thread when threads == 1. A row is still computed by one thread in
+// one order, so results do not depend on the chunking. threads == pool->num_threads() when > 1.
+constexpr int64_t kChunksPerThread = 4;
 template <class Fn>
 void ForEachThreadRange(int64_t N, int64_t align, ThreadPool* pool, int threads, const Fn& fn) {
   if (threads <= 1) {
     fn(int64_t{0}, N, 0);
     return;
   }
-  pool->ParallelFor(N, align, [&](int64_t n0, int64_t n1) {
-    int slot = 0;
-    for (int t = 0; t < threads; ++t) {
-      if (ThreadPool::RangeOf(N, align, t, threads).first == n0) {
-        slot = t;
-        break;
-      }
-    }
-    fn(n0, n1, slot);
-  });
+  const int64_t units = (N + align - 1) / align;
+  const int64_t chunk = std::max<int64_t>(1, units / (int64_t{threads} * kChunksPerThread)) * align;
+  pool->ParallelForChunks(N, chunk,
+                          [&](int64_t n0, int64_t n1, int thread) { fn(n0, n1, thread); });
 }
 
 // Blocking of the packed (prefill) path, in weight rows, columns and x rows, with the register
