@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "engine/speculative/script_drafter.h"
+#include "engine/speculative/varlen_controller.h"
+#include "engine/speculative/verify_planner.h"
 
 namespace deepinfer::cli {
 
@@ -88,6 +90,15 @@ void AddDecodingFlags(FlagSet& flags) {
   flags.AddString("speculative-script", "",
                   "scripted (testing only): file of token-id sequences to draft from, one per "
                   "line, `A/B` = match A, draft B (engine/speculative/script_drafter.h)");
+  flags.AddString("speculative-varlen", "",
+                  "off|sync|async: confidence-scheduled variable-length verification (sync: "
+                  "the paper's greedy stop; async: budget from 2-step-stale confidences, split "
+                  "by current ones; default async when DEEPINFER_ENABLE_MTP_VARLEN=1, else off)");
+  flags.AddString("speculative-cost-table", "profile",
+                  "FILE|profile: step time vs verified tokens for --speculative-varlen (JSON "
+                  "{\"verify\": [{\"tokens\": M, \"ms\": t}, ...]}, or timed at start-up)");
+  flags.AddString("speculative-varlen-min-concurrency", "0",
+                  "verify the full block in steps with fewer speculating requests than this");
 }
 
 absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* config) {
@@ -162,6 +173,39 @@ absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* conf
     return absl::InvalidArgumentError(absl::StrCat(
         "--prompt-lookup-min (", spec.prompt_lookup_min, ") exceeds --prompt-lookup-max (",
         spec.prompt_lookup_max, ")"));
+  }
+  // Variable-length verification: the flag wins over DEEPINFER_ENABLE_MTP_VARLEN.
+  const std::string varlen = flags.GetString("speculative-varlen");
+  spec.varlen = engine::VarlenMode::kOff;
+  if (!varlen.empty()) {
+    if (!engine::ParseVarlenMode(varlen, &spec.varlen)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--speculative-varlen: '", varlen, "' is not one of off, sync, async"));
+    }
+    if (spec.varlen != engine::VarlenMode::kOff && spec.method == Method::kNone) {
+      return absl::InvalidArgumentError(
+          "--speculative-varlen needs speculative decoding (--speculative-method)");
+    }
+  } else if (Env().enable_mtp_varlen && spec.method != Method::kNone) {
+    spec.varlen = engine::VarlenMode::kAsyncBudget;
+  }
+  if (absl::Status s = int_flag("speculative-varlen-min-concurrency", 0, 1 << 20,
+                                &spec.varlen_min_concurrency);
+      !s.ok()) {
+    return s;
+  }
+  const std::string table = flags.GetString("speculative-cost-table");
+  if (spec.varlen != engine::VarlenMode::kOff) {
+    if (table == "profile" || table.empty()) {
+      spec.profile_cost_table = true;
+    } else {
+      absl::StatusOr<engine::CostTable> t = engine::CostTable::Load(table);
+      if (!t.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--speculative-cost-table: ", t.status().message()));
+      }
+      spec.cost_table = std::make_shared<const engine::CostTable>(*std::move(t));
+    }
   }
   return absl::OkStatus();
 }

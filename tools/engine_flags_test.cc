@@ -150,5 +150,43 @@ TEST(DecodingFlagsTest, ScriptedDrafterReadsItsScript) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-script")));
 }
 
+// --speculative-varlen / --speculative-cost-table / --speculative-varlen-min-concurrency
+// (docs/speculative-decoding.md): the mode, a loaded or profiled table and the gate reach the
+// config; bad values name the flag.
+TEST(DecodingFlagsTest, VarlenFlags) {
+  ASSERT_OK_AND_ASSIGN(engine::EngineConfig c, ApplyDecoding({"--speculative-method", "ngram"}));
+  EXPECT_EQ(c.speculative.varlen, engine::VarlenMode::kOff);
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "ngram", "--speculative-varlen",
+                                         "async", "--speculative-varlen-min-concurrency", "16"}));
+  EXPECT_EQ(c.speculative.varlen, engine::VarlenMode::kAsyncBudget);
+  EXPECT_TRUE(c.speculative.profile_cost_table);
+  EXPECT_EQ(c.speculative.varlen_min_concurrency, 16);
+  const std::string path = ::testing::TempDir() + "/engine_flags_cost.json";
+  {
+    std::ofstream f(path);
+    f << R"({"verify": [{"tokens": 1, "ms": 2.0}, {"tokens": 64, "ms": 9.0}]})";
+  }
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "ngram", "--speculative-varlen",
+                                         "sync", "--speculative-cost-table", path}));
+  EXPECT_EQ(c.speculative.varlen, engine::VarlenMode::kSyncGreedyStop);
+  EXPECT_FALSE(c.speculative.profile_cost_table);
+  ASSERT_NE(c.speculative.cost_table, nullptr);
+  EXPECT_DOUBLE_EQ(c.speculative.cost_table->StepMs(64), 9.0);
+  EXPECT_THAT(ApplyDecoding({"--speculative-method", "ngram", "--speculative-varlen", "fast"})
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-varlen")));
+  EXPECT_THAT(ApplyDecoding({"--speculative-varlen", "async"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-method")));
+  EXPECT_THAT(ApplyDecoding({"--speculative-method", "ngram", "--speculative-varlen", "async",
+                             "--speculative-cost-table", "/nonexistent.json"})
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-cost-table")));
+  EXPECT_THAT(ApplyDecoding({"--speculative-method", "ngram", "--speculative-varlen", "async",
+                             "--speculative-varlen-min-concurrency", "-1"})
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--speculative-varlen-min-concurrency")));
+}
+
 }  // namespace
 }  // namespace deepinfer::cli

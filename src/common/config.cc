@@ -169,11 +169,6 @@ absl::Status CheckEnvConfigSupported(const EnvConfig& config, std::vector<std::s
                                      "implemented yet); serving with --speculative-method mtp "
                                      "needs --num-speculative-tokens 1"));
   }
-  if (config.enable_mtp_varlen) {
-    warnings->push_back(
-        "DEEPINFER_ENABLE_MTP_VARLEN=1: variable-length speculative verification is not "
-        "implemented yet; the setting has no effect");
-  }
   return absl::OkStatus();
 }
 

@@ -78,8 +78,8 @@ absl::Status InitEnvConfigFromProcess();
 
 // Settings this build parses but cannot honour. Returns FailedPrecondition for a backend that
 // is not built (DEEPINFER_ACCELERATOR=cuda: there is no CUDA backend yet); appends a warning for
-// each setting that asks for a feature not implemented yet (DEEPINFER_USE_NEXTN_DECODE > 0,
-// DEEPINFER_ENABLE_MTP_VARLEN=1: serving never runs MTP speculative decoding yet).
+// each setting that asks for a feature not implemented yet (DEEPINFER_USE_NEXTN_DECODE > 1).
+// DEEPINFER_ENABLE_MTP_VARLEN=1 selects --speculative-varlen async (tools/engine_flags.cc).
 // InitEnvConfigFromProcess() calls it.
 absl::Status CheckEnvConfigSupported(const EnvConfig& config, std::vector<std::string>* warnings);
 
