@@ -3,9 +3,15 @@
 //    property names, jump-forward on and off (the same seeded requests, one at a time).
 //  - BM_NgramSpeculation: output tokens/s and acceptance with n-gram speculation off and on
 //    (k = 3) at 1, 16 and 64 concurrent greedy requests, printed as ratios of the same run.
+//  - BM_Dsv4NgramRollback (dsv4-tiny-a, DeepSeek-V4 window rings and compressors): n-gram
+//    speculation off, on with frontier rollback (the model's layout), and on with the slot
+//    copy + restore + recompute path (the same model behind a layout that does not declare
+//    frontier rollback), at 1 and 16 concurrent greedy requests (16 also without async
+//    scheduling).
 // Figures are noisy on a shared machine: compare the ratios, and record the load average.
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -139,6 +145,111 @@ BENCHMARK(BM_NgramSpeculation)
     ->Arg(1)
     ->Arg(16)
     ->Arg(64)
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
+
+const std::string kDsv4Tiny = std::string(DEEPINFER_SHARED_DIR) + "/models/dsv4-tiny-a";
+
+// The model it wraps, behind a copy of its layout with frontier_rollback = false: the runner
+// then copies the state slot before each verify, restores it on a rejection and recomputes the
+// accepted tokens next step (the rollback path before issue #26's ring geometry).
+class SlotRestoreModel final : public model::CausalLM {
+ public:
+  explicit SlotRestoreModel(std::unique_ptr<model::CausalLM> m)
+      : m_(std::move(m)), layout_(m_->kv_layout()) {
+    layout_.frontier_rollback = false;
+  }
+  const model::ModelInfo& info() const override { return m_->info(); }
+  const model::KvLayout& kv_layout() const override { return layout_; }
+  absl::Status Forward(const model::ForwardBatch& b, const model::KvCacheView& kv,
+                       model::ForwardOutput* out) override {
+    return m_->Forward(b, kv, out);
+  }
+  bool supports_paged_gate() const override { return m_->supports_paged_gate(); }
+
+ private:
+  std::unique_ptr<model::CausalLM> m_;
+  model::KvLayout layout_;
+};
+
+void BM_Dsv4NgramRollback(benchmark::State& state) {
+  if (!std::filesystem::exists(kDsv4Tiny + "/config.json")) {
+    state.SkipWithError("dsv4-tiny-a absent");
+    return;
+  }
+  const int concurrency = static_cast<int>(state.range(0));
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < concurrency; ++i) {
+    std::vector<int32_t> p;
+    for (int j = 0; j < 24; ++j) p.push_back(3 + (i * 37 + j * 11) % 400);
+    prompts.push_back(p);
+  }
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 48;
+  p.ignore_eos = true;
+  for (auto _ : state) {
+    double tps[3] = {0, 0, 0}, fwd[3] = {0, 0, 0};
+    for (int mode = 0; mode < 3; ++mode) {  // off, frontier rollback, slot restore
+      EngineConfig cfg;
+      cfg.max_num_seqs = 64;
+      cfg.kv_memory_bytes = 256 << 20;
+      cfg.async_scheduling = state.range(1) != 0;
+      if (mode > 0) {
+        cfg.speculative.method = SpeculativeConfig::Method::kNgram;
+        cfg.speculative.num_speculative_tokens = 3;
+        cfg.speculative.prompt_lookup_min = 1;
+        cfg.speculative.prompt_lookup_max = 4;
+      }
+      model::LoadOptions lo;
+      lo.show_progress = false;
+      auto m = model::LoadModel(kDsv4Tiny, lo);
+      CHECK(m.ok()) << m.status();
+      std::unique_ptr<model::CausalLM> model = std::move(*m);
+      if (mode == 2) model = std::make_unique<SlotRestoreModel>(std::move(model));
+      auto engine = Engine::Create(std::move(model), cfg);
+      CHECK(engine.ok()) << engine.status();
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::shared_ptr<RequestStream>> streams;
+      for (const auto& prompt : prompts) {
+        GenerateRequest req;
+        req.prompt = prompt;
+        req.params = p;
+        auto s = (*engine)->Submit(req);
+        CHECK(s.ok()) << s.status();
+        streams.push_back(*s);
+      }
+      for (auto& s : streams) {
+        while (s->Next().has_value()) {
+        }
+      }
+      const double sec =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      (*engine)->Shutdown(int64_t{5} * 1000 * 1000 * 1000);
+      const EngineStats st = (*engine)->Stats();
+      tps[mode] = static_cast<double>(st.total_output_tokens) / sec;
+      fwd[mode] = static_cast<double>(st.num_forward_passes);
+      if (mode == 1) {
+        state.counters["acceptance"] =
+            st.spec_draft_tokens ? double(st.spec_accepted_tokens) / st.spec_draft_tokens : 0;
+      }
+    }
+    state.counters["tokens_per_s_off"] = tps[0];
+    state.counters["tokens_per_s_frontier"] = tps[1];
+    state.counters["tokens_per_s_restore"] = tps[2];
+    state.counters["speedup_frontier"] = tps[1] / tps[0];
+    state.counters["speedup_restore"] = tps[2] / tps[0];
+    state.counters["forwards_off"] = fwd[0];
+    state.counters["forwards_frontier"] = fwd[1];
+    state.counters["forwards_restore"] = fwd[2];
+  }
+}
+BENCHMARK(BM_Dsv4NgramRollback)
+    ->ArgNames({"requests", "async"})
+    ->Args({1, 1})
+    ->Args({16, 1})
+    ->Args({16, 0})
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();
