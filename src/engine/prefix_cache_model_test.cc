@@ -16,6 +16,7 @@
 #include "common/status_matchers.h"
 #include "engine/engine.h"
 #include "engine/llm.h"
+#include "engine/testing/output_compare.h"
 #include "gtest/gtest.h"
 #include "model/deepseek_v4_make_test_model.h"
 #include "model/model.h"
@@ -66,44 +67,6 @@ class PrefixCacheModelTest : public ::testing::Test {
     CHECK(llm.ok()) << std::string(llm.status().message());
     return std::move(*llm);
   }
-  static std::vector<int32_t> Random(int n, int64_t vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> p(n);
-    for (int32_t& t : p) t = 3 + static_cast<int32_t>(rng() % (vocab - 3));
-    return p;
-  }
-  static SamplingParams GreedyWithLogprobs(int max_tokens) {
-    SamplingParams p;
-    p.temperature = 0.0f;
-    p.max_tokens = max_tokens;
-    p.logprobs = 5;
-    p.ignore_eos = true;
-    return p;
-  }
-  static void ExpectBitwiseEqual(const SampleOutput& a, const SampleOutput& b) {
-    EXPECT_EQ(a.token_ids, b.token_ids);
-    ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
-    for (size_t k = 0; k < a.logprobs.size(); ++k) {
-      EXPECT_EQ(a.logprobs[k].logprob, b.logprobs[k].logprob) << "token " << k;
-      EXPECT_EQ(a.logprobs[k].top, b.logprobs[k].top) << "token " << k;
-    }
-  }
-  // Largest |logprob difference| over both runs' top-5 alternatives, token by token while the
-  // greedy tokens agree; `agree` gets how many leading tokens agree.
-  static double MaxLogprobDiff(const SampleOutput& a, const SampleOutput& b, int* agree) {
-    double worst = 0;
-    *agree = 0;
-    for (size_t k = 0; k < a.logprobs.size() && k < b.logprobs.size(); ++k) {
-      for (const auto& [id, lp] : a.logprobs[k].top) {
-        for (const auto& [id2, lp2] : b.logprobs[k].top) {
-          if (id == id2) worst = std::max(worst, std::abs(static_cast<double>(lp) - lp2));
-        }
-      }
-      if (a.token_ids[k] != b.token_ids[k]) break;
-      ++*agree;
-    }
-    return worst;
-  }
 };
 
 #define MAKE_OR_SKIP(var, name, config)                                         \
@@ -120,18 +83,18 @@ TEST_F(PrefixCacheModelTest, SnapshotHitEqualsTheUncachedRunBitwise) {
     config.kv_memory_bytes = int64_t{256} << 20;
     config.max_num_batched_tokens = 200;  // chunked prefill too
     MAKE_OR_SKIP(cached, name, config);
-    const std::vector<int32_t> p2 = Random(450, cached->engine().model_info().vocab_size, 31);
+    const std::vector<int32_t> p2 = testing::RandomPrompt(450, cached->engine().model_info().vocab_size, 31);
     const std::vector<int32_t> p1(p2.begin(), p2.begin() + 300);
-    ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, GreedyWithLogprobs(4)));
+    ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, testing::GreedyWithLogprobs(4)));
     EXPECT_EQ(t1[0].samples[0].cached_tokens, 0);
-    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, GreedyWithLogprobs(8)));
+    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, testing::GreedyWithLogprobs(8)));
     EXPECT_EQ(t2[0].samples[0].cached_tokens, 2 * kB);
     EXPECT_EQ(t2[0].samples[0].replayed_tokens, 0);
     EXPECT_FALSE(t2[0].samples[0].approximate);
     config.enable_prefix_caching = false;
     MAKE_OR_SKIP(plain, name, config);
-    ASSERT_OK_AND_ASSIGN(auto ref, plain->Generate({p2}, GreedyWithLogprobs(8)));
-    ExpectBitwiseEqual(t2[0].samples[0], ref[0].samples[0]);
+    ASSERT_OK_AND_ASSIGN(auto ref, plain->Generate({p2}, testing::GreedyWithLogprobs(8)));
+    testing::ExpectBitwiseEqual(t2[0].samples[0], ref[0].samples[0]);
   }
 }
 
@@ -153,18 +116,18 @@ TEST_F(PrefixCacheModelTest, ReplayIsExactWhenTheWindowConeFitsInTheReplayedBloc
     std::ifstream f(ModelDir(name) + "/config.json");
     const int64_t window = nlohmann::json::parse(f).at("sliding_window").get<int64_t>();
     ASSERT_LE((info.num_layers - 1) * (window - 1) + window, kB);
-    const std::vector<int32_t> p2 = Random(450, info.vocab_size, 32);
+    const std::vector<int32_t> p2 = testing::RandomPrompt(450, info.vocab_size, 32);
     const std::vector<int32_t> p1(p2.begin(), p2.begin() + 300);
-    ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, GreedyWithLogprobs(2)));
-    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, GreedyWithLogprobs(8)));
+    ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, testing::GreedyWithLogprobs(2)));
+    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, testing::GreedyWithLogprobs(8)));
     EXPECT_EQ(t2[0].samples[0].cached_tokens, kB);
     EXPECT_EQ(t2[0].samples[0].replayed_tokens, kB);
     EXPECT_TRUE(t2[0].samples[0].approximate);
     EXPECT_EQ(cached->engine().Stats().prefix_cache_replays, 1);
     config.enable_prefix_caching = false;
     MAKE_OR_SKIP(plain, name, config);
-    ASSERT_OK_AND_ASSIGN(auto ref, plain->Generate({p2}, GreedyWithLogprobs(8)));
-    ExpectBitwiseEqual(t2[0].samples[0], ref[0].samples[0]);
+    ASSERT_OK_AND_ASSIGN(auto ref, plain->Generate({p2}, testing::GreedyWithLogprobs(8)));
+    testing::ExpectBitwiseEqual(t2[0].samples[0], ref[0].samples[0]);
   }
 }
 
@@ -181,21 +144,21 @@ TEST_F(PrefixCacheModelTest, ReplayApproximationOverEightTurnsOnTheDemoPreset) {
   config.enable_prefix_caching = false;
   MAKE_OR_SKIP(plain, "demo", config);
   const int64_t vocab = cached->engine().model_info().vocab_size;
-  std::vector<int32_t> prompt = Random(600, vocab, 40);
+  std::vector<int32_t> prompt = testing::RandomPrompt(600, vocab, 40);
   std::vector<double> diffs;
   for (int turn = 1; turn <= 8; ++turn) {
-    ASSERT_OK_AND_ASSIGN(auto c, cached->Generate({prompt}, GreedyWithLogprobs(6)));
-    ASSERT_OK_AND_ASSIGN(auto r, plain->Generate({prompt}, GreedyWithLogprobs(6)));
+    ASSERT_OK_AND_ASSIGN(auto c, cached->Generate({prompt}, testing::GreedyWithLogprobs(6)));
+    ASSERT_OK_AND_ASSIGN(auto r, plain->Generate({prompt}, testing::GreedyWithLogprobs(6)));
     const SampleOutput& a = c[0].samples[0];
     const SampleOutput& b = r[0].samples[0];
     int agree = 0;
-    const double diff = MaxLogprobDiff(a, b, &agree);
+    const double diff = testing::MaxLogprobDiff(a, b, &agree);
     std::printf("turn %d: prompt %zu, cached %d, replayed %d, max |dlogprob| %.4g, %d/6 tokens "
                 "agree\n",
                 turn, prompt.size(), a.cached_tokens, a.replayed_tokens, diff, agree);
     if (turn == 1) {
       EXPECT_EQ(a.cached_tokens, 0);
-      ExpectBitwiseEqual(a, b);
+      testing::ExpectBitwiseEqual(a, b);
     } else {
       EXPECT_GT(a.cached_tokens, 0);
       EXPECT_EQ(a.replayed_tokens, kB);
@@ -203,7 +166,7 @@ TEST_F(PrefixCacheModelTest, ReplayApproximationOverEightTurnsOnTheDemoPreset) {
       diffs.push_back(diff);
     }
     prompt.insert(prompt.end(), a.token_ids.begin(), a.token_ids.end());
-    const std::vector<int32_t> more = Random(150, vocab, 41 + turn);
+    const std::vector<int32_t> more = testing::RandomPrompt(150, vocab, 41 + turn);
     prompt.insert(prompt.end(), more.begin(), more.end());
   }
   // Bounds (docs/prefix-cache.md): every replayed turn stays within kReplayLogprobBound nats of

@@ -30,6 +30,7 @@
 #include "common/status_matchers.h"
 #include "engine/engine.h"
 #include "engine/llm.h"
+#include "engine/testing/output_compare.h"
 #include "gtest/gtest.h"
 #include "model/deepseek_v41.h"
 #include "model/deepseek_v41_make_test_model.h"
@@ -107,44 +108,6 @@ class PrefixCacheV41Test : public ::testing::Test {
     config.max_num_batched_tokens = 4096;
     return Make(name, mode, config);
   }
-  static std::vector<int32_t> Random(int n, int64_t vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> p(n);
-    for (int32_t& t : p) t = 3 + static_cast<int32_t>(rng() % (vocab - 3));
-    return p;
-  }
-  static SamplingParams Greedy(int max_tokens) {
-    SamplingParams p;
-    p.temperature = 0.0f;
-    p.max_tokens = max_tokens;
-    p.logprobs = 5;
-    p.ignore_eos = true;
-    return p;
-  }
-  static void ExpectBitwiseEqual(const SampleOutput& a, const SampleOutput& b) {
-    EXPECT_EQ(a.token_ids, b.token_ids);
-    ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
-    for (size_t k = 0; k < a.logprobs.size(); ++k) {
-      EXPECT_EQ(a.logprobs[k].logprob, b.logprobs[k].logprob) << "token " << k;
-      EXPECT_EQ(a.logprobs[k].top, b.logprobs[k].top) << "token " << k;
-    }
-  }
-  // Largest |logprob difference| over both runs' top-5 alternatives while the greedy tokens
-  // agree; `agree` gets how many leading tokens agree.
-  static double MaxLogprobDiff(const SampleOutput& a, const SampleOutput& b, int* agree) {
-    double worst = 0;
-    *agree = 0;
-    for (size_t k = 0; k < a.logprobs.size() && k < b.logprobs.size(); ++k) {
-      for (const auto& [id, lp] : a.logprobs[k].top) {
-        for (const auto& [id2, lp2] : b.logprobs[k].top) {
-          if (id == id2) worst = std::max(worst, std::abs(static_cast<double>(lp) - lp2));
-        }
-      }
-      if (a.token_ids[k] != b.token_ids[k]) break;
-      ++*agree;
-    }
-    return worst;
-  }
   // The hit rule, with the window from config.json and the kept rows of the mode.
   static void ExpectHitRule(const SampleOutput& s, int64_t L, int64_t window, const Mode& mode) {
     const int64_t hit_end = s.cached_tokens + s.replayed_tokens;  // block KV reused up to here
@@ -177,20 +140,20 @@ TEST_F(PrefixCacheV41Test, SnapshotHitEqualsTheUncachedRunBitwise) {
       MAKE_OR_SKIP(cached, Make(name, mode, config, &min_recompute));
       EXPECT_EQ(min_recompute, mode.keep);
       MAKE_OR_SKIP(plain, Plain(name, mode));
-      const std::vector<int32_t> p2 = Random(450, cached->engine().model_info().vocab_size, 31);
+      const std::vector<int32_t> p2 = testing::RandomPrompt(450, cached->engine().model_info().vocab_size, 31);
       const std::vector<int32_t> p1(p2.begin(), p2.begin() + 300);
-      ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, Greedy(4)));
+      ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, testing::GreedyWithLogprobs(4)));
       EXPECT_EQ(t1[0].samples[0].cached_tokens, 0);
-      ASSERT_OK_AND_ASSIGN(auto r1, plain->Generate({p1}, Greedy(4)));
-      ExpectBitwiseEqual(t1[0].samples[0], r1[0].samples[0]);
-      ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, Greedy(8)));
+      ASSERT_OK_AND_ASSIGN(auto r1, plain->Generate({p1}, testing::GreedyWithLogprobs(4)));
+      testing::ExpectBitwiseEqual(t1[0].samples[0], r1[0].samples[0]);
+      ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, testing::GreedyWithLogprobs(8)));
       const SampleOutput& s = t2[0].samples[0];
       EXPECT_EQ(s.cached_tokens, 2 * kB);
       EXPECT_EQ(s.replayed_tokens, 0);
       EXPECT_FALSE(s.approximate);
       ExpectHitRule(s, 450, window, mode);
-      ASSERT_OK_AND_ASSIGN(auto r2, plain->Generate({p2}, Greedy(8)));
-      ExpectBitwiseEqual(s, r2[0].samples[0]);
+      ASSERT_OK_AND_ASSIGN(auto r2, plain->Generate({p2}, testing::GreedyWithLogprobs(8)));
+      testing::ExpectBitwiseEqual(s, r2[0].samples[0]);
     }
   }
 }
@@ -207,20 +170,20 @@ TEST_F(PrefixCacheV41Test, HitRuleFollowsTheWindowAndTheKeptRows) {
     config.kv_memory_bytes = int64_t{256} << 20;
     MAKE_OR_SKIP(cached, Make(name, mode, config));
     MAKE_OR_SKIP(plain, Plain(name, mode));
-    const std::vector<int32_t> p2 = Random(410, cached->engine().model_info().vocab_size, 33);
+    const std::vector<int32_t> p2 = testing::RandomPrompt(410, cached->engine().model_info().vocab_size, 33);
     const std::vector<int32_t> p1(p2.begin(), p2.begin() + 400);
     const std::vector<int32_t> p0(p2.begin(), p2.begin() + 300);
-    ASSERT_OK(cached->Generate({p0}, Greedy(1)).status());  // snapshot at 256
-    ASSERT_OK(cached->Generate({p1}, Greedy(1)).status());  // snapshot at 384
-    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, Greedy(8)));
+    ASSERT_OK(cached->Generate({p0}, testing::GreedyWithLogprobs(1)).status());  // snapshot at 256
+    ASSERT_OK(cached->Generate({p1}, testing::GreedyWithLogprobs(1)).status());  // snapshot at 384
+    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, testing::GreedyWithLogprobs(8)));
     const SampleOutput& s = t2[0].samples[0];
     ExpectHitRule(s, 410, window, mode);
     const int64_t cap = 410 - std::max<int64_t>(window + model::kSpeculativeRollbackTokens,
                                                 mode.keep);
     EXPECT_EQ(s.cached_tokens, cap / kB * kB);
     EXPECT_EQ(s.replayed_tokens, 0);
-    ASSERT_OK_AND_ASSIGN(auto r2, plain->Generate({p2}, Greedy(8)));
-    ExpectBitwiseEqual(s, r2[0].samples[0]);
+    ASSERT_OK_AND_ASSIGN(auto r2, plain->Generate({p2}, testing::GreedyWithLogprobs(8)));
+    testing::ExpectBitwiseEqual(s, r2[0].samples[0]);
   }
 }
 
@@ -240,18 +203,18 @@ TEST_F(PrefixCacheV41Test, ReplayWithoutSnapshotEqualsTheUncachedRunOnTheTinyMod
       MAKE_OR_SKIP(plain, Plain(name, mode));
       const model::ModelInfo& info = cached->engine().model_info();
       ASSERT_LE((info.num_layers - 1) * (window - 1) + window, kB);  // the cone premise
-      const std::vector<int32_t> p2 = Random(450, info.vocab_size, 32);
+      const std::vector<int32_t> p2 = testing::RandomPrompt(450, info.vocab_size, 32);
       const std::vector<int32_t> p1(p2.begin(), p2.begin() + 300);
-      ASSERT_OK(cached->Generate({p1}, Greedy(2)).status());
-      ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, Greedy(8)));
+      ASSERT_OK(cached->Generate({p1}, testing::GreedyWithLogprobs(2)).status());
+      ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, testing::GreedyWithLogprobs(8)));
       const SampleOutput& s = t2[0].samples[0];
       EXPECT_EQ(s.cached_tokens, kB);
       EXPECT_EQ(s.replayed_tokens, kB);
       EXPECT_TRUE(s.approximate);
       ExpectHitRule(s, 450, window, mode);
       EXPECT_EQ(cached->engine().Stats().prefix_cache_replays, 1);
-      ASSERT_OK_AND_ASSIGN(auto r2, plain->Generate({p2}, Greedy(8)));
-      ExpectBitwiseEqual(s, r2[0].samples[0]);
+      ASSERT_OK_AND_ASSIGN(auto r2, plain->Generate({p2}, testing::GreedyWithLogprobs(8)));
+      testing::ExpectBitwiseEqual(s, r2[0].samples[0]);
     }
   }
 }
@@ -268,18 +231,18 @@ TEST_F(PrefixCacheV41Test, ReplayWithoutSnapshotStaysCloseOnTheDemoPreset) {
     config.snapshot_memory_bytes = 0;
     MAKE_OR_SKIP(cached, Make("demo", mode, config));
     MAKE_OR_SKIP(plain, Plain("demo", mode));
-    const std::vector<int32_t> p2 = Random(600, cached->engine().model_info().vocab_size, 34);
+    const std::vector<int32_t> p2 = testing::RandomPrompt(600, cached->engine().model_info().vocab_size, 34);
     const std::vector<int32_t> p1(p2.begin(), p2.begin() + 420);
-    ASSERT_OK(cached->Generate({p1}, Greedy(2)).status());
-    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, Greedy(6)));
+    ASSERT_OK(cached->Generate({p1}, testing::GreedyWithLogprobs(2)).status());
+    ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, testing::GreedyWithLogprobs(6)));
     const SampleOutput& s = t2[0].samples[0];
     EXPECT_EQ(s.cached_tokens, 2 * kB);
     EXPECT_EQ(s.replayed_tokens, kB);
     EXPECT_TRUE(s.approximate);
     ExpectHitRule(s, 600, window, mode);
-    ASSERT_OK_AND_ASSIGN(auto r2, plain->Generate({p2}, Greedy(6)));
+    ASSERT_OK_AND_ASSIGN(auto r2, plain->Generate({p2}, testing::GreedyWithLogprobs(6)));
     int agree = 0;
-    const double diff = MaxLogprobDiff(s, r2[0].samples[0], &agree);
+    const double diff = testing::MaxLogprobDiff(s, r2[0].samples[0], &agree);
     std::printf("demo %s: replayed hit, max |dlogprob| %.4g, %d/6 tokens agree\n", mode.name, diff,
                 agree);
     EXPECT_LE(diff, 1.5);
@@ -302,20 +265,20 @@ TEST_F(PrefixCacheV41Test, DecoderWindowsOfACompactRunAreNeverRestored) {
     MAKE_OR_SKIP(cached, Make(name, mode, config));
     MAKE_OR_SKIP(plain, Plain(name, mode));
     const int64_t vocab = cached->engine().model_info().vocab_size;
-    const std::vector<int32_t> pa = Random(300, vocab, 35);
-    ASSERT_OK_AND_ASSIGN(auto a, cached->Generate({pa}, Greedy(90)));
+    const std::vector<int32_t> pa = testing::RandomPrompt(300, vocab, 35);
+    ASSERT_OK_AND_ASSIGN(auto a, cached->Generate({pa}, testing::GreedyWithLogprobs(90)));
     std::vector<int32_t> pb = pa;
     pb.insert(pb.end(), a[0].samples[0].token_ids.begin(), a[0].samples[0].token_ids.end());
     pb.resize(390);
-    const std::vector<int32_t> more = Random(static_cast<int>(L - 390), vocab, 36);
+    const std::vector<int32_t> more = testing::RandomPrompt(static_cast<int>(L - 390), vocab, 36);
     pb.insert(pb.end(), more.begin(), more.end());
-    ASSERT_OK_AND_ASSIGN(auto b, cached->Generate({pb}, Greedy(8)));
+    ASSERT_OK_AND_ASSIGN(auto b, cached->Generate({pb}, testing::GreedyWithLogprobs(8)));
     const SampleOutput& s = b[0].samples[0];
     ExpectHitRule(s, L, window, mode);
     EXPECT_EQ(s.cached_tokens, L == 420 ? 3 * kB : 2 * kB);
     EXPECT_FALSE(s.approximate);
-    ASSERT_OK_AND_ASSIGN(auto r, plain->Generate({pb}, Greedy(8)));
-    ExpectBitwiseEqual(s, r[0].samples[0]);
+    ASSERT_OK_AND_ASSIGN(auto r, plain->Generate({pb}, testing::GreedyWithLogprobs(8)));
+    testing::ExpectBitwiseEqual(s, r[0].samples[0]);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/thread_pool.h"
+#include "model/bench_testing.h"
 #include "model/deepseek_v41.h"
 #include "model/deepseek_v41_make_test_model.h"
 #include "model/deepseek_v41_session_testing.h"
@@ -33,14 +34,7 @@ namespace {
 
 constexpr int64_t kPrompt = 1024;
 
-double RssMb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return 0;
-}
+using bench::RssMb;
 
 std::vector<int32_t> Prompt(int64_t n) {
   std::vector<int32_t> p(n);
@@ -65,30 +59,7 @@ DeepseekV41Model* BenchModel() {
   return model;
 }
 
-// Read bandwidth: sum a 512 MiB buffer with the kernel thread pool (best of 3), bytes/s.
-double ReadBandwidth() {
-  static double bw = [] {
-    const int64_t n = (512ll << 20) / 4;
-    std::vector<float> buf(n, 1.0f);
-    ThreadPool* pool = ThreadPool::Default();
-    std::vector<float> partial(pool->num_threads() * 16);
-    double best = 0;
-    for (int rep = 0; rep < 3; ++rep) {
-      Stopwatch sw;
-      pool->ParallelFor(n, 4096, [&](int64_t b, int64_t e) {
-        float acc[8] = {};
-        for (int64_t i = b; i + 8 <= e; i += 8) {
-          for (int j = 0; j < 8; ++j) acc[j] += buf[i + j];
-        }
-        partial[(b * pool->num_threads() / n) * 16] = acc[0] + acc[7];
-      });
-      benchmark::DoNotOptimize(partial.data());
-      best = std::max(best, n * 4.0 / sw.ElapsedSeconds());
-    }
-    return best;
-  }();
-  return bw;
-}
+using bench::ReadBandwidth;
 
 void BM_DsV41Prefill(benchmark::State& state) {
   DeepseekV41Model* model = BenchModel();

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "model/deepseek_v41_config.h"
 #include "model/deepseek_v4_numerics.h"
 #include "model/safetensors_writer.h"
+#include "model/test_model_random.h"
 #include "nlohmann/json.hpp"
 
 namespace deepinfer::model::dsv41 {
@@ -18,36 +20,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-inline uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t NameHash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// Deterministic stream keyed by (seed, tensor name).
-class Rng {
- public:
-  Rng(uint64_t seed, const std::string& name) : state_(SplitMix(seed ^ NameHash(name))) {}
-  uint64_t Next() { return state_ = SplitMix(state_); }
-  // Uniform with standard deviation `std`.
-  float Uniform(float std) {
-    const double u = static_cast<double>(Next() >> 11) * (1.0 / 9007199254740992.0);
-    return static_cast<float>((2.0 * u - 1.0) * 1.7320508075688772 * std);
-  }
-
- private:
-  uint64_t state_;
-};
+using testgen::Rng;
 
 bool IsPrime(int64_t n) {
   if (n < 2) return false;
@@ -86,28 +59,10 @@ class Builder {
   Builder(const Config& c, uint64_t seed, SafetensorsWriter* w) : c_(c), seed_(seed), w_(w) {}
 
   void F32(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-    const uint64_t seed = seed_;
-    w_->AddGenerated(name, "F32", shape, [=](uint8_t* out) {
-      Rng rng(seed, name);
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = mean + rng.Uniform(std);
-        std::memcpy(out + 4 * i, &v, 4);
-      }
-    });
+    testgen::AddRandomF32(w_, seed_, name, std::move(shape), mean, std);
   }
   void Bf16(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-    const uint64_t seed = seed_;
-    w_->AddGenerated(name, "BF16", shape, [=](uint8_t* out) {
-      Rng rng(seed, name);
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t b = dsv4::F32ToBf16Bits(mean + rng.Uniform(std));
-        std::memcpy(out + 2 * i, &b, 2);
-      }
-    });
+    testgen::AddRandomBf16(w_, seed_, name, std::move(shape), mean, std);
   }
   static uint8_t ScaleCode(float scale) {
     int e;

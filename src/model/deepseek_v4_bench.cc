@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/thread_pool.h"
+#include "model/bench_testing.h"
 #include "model/deepseek_v4.h"
 #include "model/deepseek_v4_make_test_model.h"
 #include "model/deepseek_v4_reference.h"
@@ -34,30 +35,7 @@ DeepseekV4Model* BenchModel() {
   return model;
 }
 
-// Read bandwidth: sum a 512 MiB buffer with the kernel thread pool (best of 3), bytes/s.
-double ReadBandwidth() {
-  static double bw = [] {
-    const int64_t n = (512ll << 20) / 4;
-    std::vector<float> buf(n, 1.0f);
-    ThreadPool* pool = ThreadPool::Default();
-    std::vector<float> partial(pool->num_threads() * 16);
-    double best = 0;
-    for (int rep = 0; rep < 3; ++rep) {
-      Stopwatch sw;
-      pool->ParallelFor(n, 4096, [&](int64_t b, int64_t e) {
-        float acc[8] = {};
-        for (int64_t i = b; i + 8 <= e; i += 8) {
-          for (int j = 0; j < 8; ++j) acc[j] += buf[i + j];
-        }
-        partial[(b * pool->num_threads() / n) * 16] = acc[0] + acc[7];
-      });
-      benchmark::DoNotOptimize(partial.data());
-      best = std::max(best, n * 4.0 / sw.ElapsedSeconds());
-    }
-    return best;
-  }();
-  return bw;
-}
+using bench::ReadBandwidth;
 
 void BM_DsV4DecodeBatch1(benchmark::State& state) {
   DeepseekV4Model* model = BenchModel();

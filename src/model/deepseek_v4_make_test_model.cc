@@ -7,45 +7,18 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/status.h"
 #include "model/deepseek_v4_numerics.h"
+#include "model/test_model_random.h"
 
 namespace deepinfer::model::dsv4 {
 namespace {
 
-inline uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t NameHash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// Deterministic stream of uniform values with a given standard deviation.
-class Rng {
- public:
-  Rng(uint64_t seed, const std::string& name) : state_(SplitMix(seed ^ NameHash(name))) {}
-  uint64_t Next() { return state_ = SplitMix(state_); }
-  // Uniform in [-sqrt(3) std, sqrt(3) std] (standard deviation `std`).
-  float Uniform(float std) {
-    const double u = static_cast<double>(Next() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
-    return static_cast<float>((2.0 * u - 1.0) * 1.7320508075688772 * std);
-  }
-
- private:
-  uint64_t state_;
-};
+using testgen::Rng;
 
 std::vector<int64_t> Shape2(int64_t r, int64_t c) { return {r, c}; }
 
@@ -54,28 +27,10 @@ class Builder {
   Builder(const Config& c, uint64_t seed, SafetensorsWriter* w) : c_(c), seed_(seed), w_(w) {}
 
   void F32(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-    const uint64_t seed = seed_;
-    w_->AddGenerated(name, "F32", shape, [=](uint8_t* out) {
-      Rng rng(seed, name);
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = mean + rng.Uniform(std);
-        std::memcpy(out + 4 * i, &v, 4);
-      }
-    });
+    testgen::AddRandomF32(w_, seed_, name, std::move(shape), mean, std);
   }
   void Bf16(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-    const uint64_t seed = seed_;
-    w_->AddGenerated(name, "BF16", shape, [=](uint8_t* out) {
-      Rng rng(seed, name);
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t b = F32ToBf16Bits(mean + rng.Uniform(std));
-        std::memcpy(out + 2 * i, &b, 2);
-      }
-    });
+    testgen::AddRandomBf16(w_, seed_, name, std::move(shape), mean, std);
   }
   // FP8 e4m3 weight + E8M0 128x128 block scales (`prefix.weight`, `prefix.scale`).
   void Fp8(const std::string& prefix, int64_t rows, int64_t cols, float std) {
