@@ -69,8 +69,8 @@ class PrefixCacheModelTest : public ::testing::Test {
   }
 };
 
-#define MAKE_OR_SKIP(var, name, config)                                         \
-  auto var = Make(name, config);                                                \
+#define MAKE_OR_SKIP(var, name, config) \
+  auto var = Make(name, config);        \
   if (var == nullptr) GTEST_SKIP() << "model absent: " << ModelDir(name);
 
 // Turn 1 (300 tokens) leaves its blocks and the snapshot at 256; turn 2 (450 tokens, same first
@@ -83,7 +83,8 @@ TEST_F(PrefixCacheModelTest, SnapshotHitEqualsTheUncachedRunBitwise) {
     config.kv_memory_bytes = int64_t{256} << 20;
     config.max_num_batched_tokens = 200;  // chunked prefill too
     MAKE_OR_SKIP(cached, name, config);
-    const std::vector<int32_t> p2 = testing::RandomPrompt(450, cached->engine().model_info().vocab_size, 31);
+    const std::vector<int32_t> p2 =
+        testing::RandomPrompt(450, cached->engine().model_info().vocab_size, 31);
     const std::vector<int32_t> p1(p2.begin(), p2.begin() + 300);
     ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, testing::GreedyWithLogprobs(4)));
     EXPECT_EQ(t1[0].samples[0].cached_tokens, 0);
@@ -153,9 +154,10 @@ TEST_F(PrefixCacheModelTest, ReplayApproximationOverEightTurnsOnTheDemoPreset) {
     const SampleOutput& b = r[0].samples[0];
     int agree = 0;
     const double diff = testing::MaxLogprobDiff(a, b, &agree);
-    std::printf("turn %d: prompt %zu, cached %d, replayed %d, max |dlogprob| %.4g, %d/6 tokens "
-                "agree\n",
-                turn, prompt.size(), a.cached_tokens, a.replayed_tokens, diff, agree);
+    std::printf(
+        "turn %d: prompt %zu, cached %d, replayed %d, max |dlogprob| %.4g, %d/6 tokens "
+        "agree\n",
+        turn, prompt.size(), a.cached_tokens, a.replayed_tokens, diff, agree);
     if (turn == 1) {
       EXPECT_EQ(a.cached_tokens, 0);
       testing::ExpectBitwiseEqual(a, b);

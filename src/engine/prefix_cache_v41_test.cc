@@ -112,13 +112,13 @@ class PrefixCacheV41Test : public ::testing::Test {
   static void ExpectHitRule(const SampleOutput& s, int64_t L, int64_t window, const Mode& mode) {
     const int64_t hit_end = s.cached_tokens + s.replayed_tokens;  // block KV reused up to here
     EXPECT_EQ(hit_end % kB, 0);
-    EXPECT_LE(hit_end, L - std::max<int64_t>(window + model::kSpeculativeRollbackTokens,
-                                             mode.keep));
+    EXPECT_LE(hit_end,
+              L - std::max<int64_t>(window + model::kSpeculativeRollbackTokens, mode.keep));
   }
 };
 
-#define MAKE_OR_SKIP(var, expr)                                    \
-  auto var = (expr);                                               \
+#define MAKE_OR_SKIP(var, expr) \
+  auto var = (expr);            \
   if (var == nullptr) GTEST_SKIP() << "../shared/models absent";
 
 const Mode kModes[] = {{"none", 0}, {"compact-140", 140}, {"compact-28", 28}};
@@ -140,7 +140,8 @@ TEST_F(PrefixCacheV41Test, SnapshotHitEqualsTheUncachedRunBitwise) {
       MAKE_OR_SKIP(cached, Make(name, mode, config, &min_recompute));
       EXPECT_EQ(min_recompute, mode.keep);
       MAKE_OR_SKIP(plain, Plain(name, mode));
-      const std::vector<int32_t> p2 = testing::RandomPrompt(450, cached->engine().model_info().vocab_size, 31);
+      const std::vector<int32_t> p2 =
+          testing::RandomPrompt(450, cached->engine().model_info().vocab_size, 31);
       const std::vector<int32_t> p1(p2.begin(), p2.begin() + 300);
       ASSERT_OK_AND_ASSIGN(auto t1, cached->Generate({p1}, testing::GreedyWithLogprobs(4)));
       EXPECT_EQ(t1[0].samples[0].cached_tokens, 0);
@@ -170,7 +171,8 @@ TEST_F(PrefixCacheV41Test, HitRuleFollowsTheWindowAndTheKeptRows) {
     config.kv_memory_bytes = int64_t{256} << 20;
     MAKE_OR_SKIP(cached, Make(name, mode, config));
     MAKE_OR_SKIP(plain, Plain(name, mode));
-    const std::vector<int32_t> p2 = testing::RandomPrompt(410, cached->engine().model_info().vocab_size, 33);
+    const std::vector<int32_t> p2 =
+        testing::RandomPrompt(410, cached->engine().model_info().vocab_size, 33);
     const std::vector<int32_t> p1(p2.begin(), p2.begin() + 400);
     const std::vector<int32_t> p0(p2.begin(), p2.begin() + 300);
     ASSERT_OK(cached->Generate({p0}, testing::GreedyWithLogprobs(1)).status());  // snapshot at 256
@@ -178,8 +180,8 @@ TEST_F(PrefixCacheV41Test, HitRuleFollowsTheWindowAndTheKeptRows) {
     ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, testing::GreedyWithLogprobs(8)));
     const SampleOutput& s = t2[0].samples[0];
     ExpectHitRule(s, 410, window, mode);
-    const int64_t cap = 410 - std::max<int64_t>(window + model::kSpeculativeRollbackTokens,
-                                                mode.keep);
+    const int64_t cap =
+        410 - std::max<int64_t>(window + model::kSpeculativeRollbackTokens, mode.keep);
     EXPECT_EQ(s.cached_tokens, cap / kB * kB);
     EXPECT_EQ(s.replayed_tokens, 0);
     ASSERT_OK_AND_ASSIGN(auto r2, plain->Generate({p2}, testing::GreedyWithLogprobs(8)));
@@ -231,7 +233,8 @@ TEST_F(PrefixCacheV41Test, ReplayWithoutSnapshotStaysCloseOnTheDemoPreset) {
     config.snapshot_memory_bytes = 0;
     MAKE_OR_SKIP(cached, Make("demo", mode, config));
     MAKE_OR_SKIP(plain, Plain("demo", mode));
-    const std::vector<int32_t> p2 = testing::RandomPrompt(600, cached->engine().model_info().vocab_size, 34);
+    const std::vector<int32_t> p2 =
+        testing::RandomPrompt(600, cached->engine().model_info().vocab_size, 34);
     const std::vector<int32_t> p1(p2.begin(), p2.begin() + 420);
     ASSERT_OK(cached->Generate({p1}, testing::GreedyWithLogprobs(2)).status());
     ASSERT_OK_AND_ASSIGN(auto t2, cached->Generate({p2}, testing::GreedyWithLogprobs(6)));

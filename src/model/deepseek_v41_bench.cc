@@ -165,7 +165,12 @@ void BM_DsV41DecodeBatch(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()) * B, benchmark::Counter::kIsRate);
   state.counters["batch"] = B;
 }
-BENCHMARK(BM_DsV41DecodeBatch)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+BENCHMARK(BM_DsV41DecodeBatch)
+    ->Arg(1)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(3.0)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace deepinfer::model::dsv41
