@@ -106,6 +106,26 @@ EngineMetrics::EngineMetrics(http::MetricsRegistry* r, const std::string& model_
       r->GetCounter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", model);
   vllm_spec_accepted_tokens_ = r->GetCounter("vllm:spec_decode_num_accepted_tokens",
                                              "Number of accepted tokens.", model);
+  varlen_steps_ = r->GetCounter("deepinfer_spec_decode_varlen_steps_total",
+                                "Steps whose verify lengths the variable-length planner chose.");
+  verify_budget_ = r->GetCounter("deepinfer_spec_decode_verify_budget_tokens_total",
+                                 "Verification budget B* (draft tokens) summed over planned steps.");
+  verify_budget_last_ = r->GetGauge("deepinfer_spec_decode_verify_budget_tokens",
+                                    "Verification budget B* of the last planned step.");
+  varlen_candidates_ =
+      r->GetCounter("deepinfer_spec_decode_varlen_candidate_tokens_total",
+                    "Draft tokens the planned steps could have verified (sum of the caps).");
+  varlen_gated_ = r->GetCounter(
+      "deepinfer_spec_decode_varlen_gated_steps_total",
+      "Steps below --speculative-varlen-min-concurrency (full blocks verified).");
+  planner_no_table_ = r->GetCounter("deepinfer_spec_decode_planner_fallbacks_total",
+                                    "Planner fallbacks: steps planned without a cost table "
+                                    "(verify-all), sequences without a stale confidence row.",
+                                    {{"reason", "no_table"}});
+  planner_no_stale_row_ = r->GetCounter("deepinfer_spec_decode_planner_fallbacks_total",
+                                        "Planner fallbacks: steps planned without a cost table "
+                                        "(verify-all), sequences without a stale confidence row.",
+                                        {{"reason", "no_stale_row"}});
   for (int j = 0; j < engine::kMaxSpeculativeTokens; ++j) {
     http::Labels pos = {{"position", std::to_string(j)}};
     spec_accepted_per_pos_.push_back(r->GetCounter(
@@ -170,6 +190,13 @@ void EngineMetrics::Update(const engine::EngineStats& st) {
   vllm_spec_drafts_->SetTotal(static_cast<double>(st.spec_verify_steps));
   vllm_spec_draft_tokens_->SetTotal(static_cast<double>(st.spec_draft_tokens));
   vllm_spec_accepted_tokens_->SetTotal(static_cast<double>(st.spec_accepted_tokens));
+  varlen_steps_->SetTotal(static_cast<double>(st.spec_varlen_steps));
+  verify_budget_->SetTotal(static_cast<double>(st.spec_verify_budget_total));
+  verify_budget_last_->Set(static_cast<double>(st.spec_verify_budget_last));
+  varlen_candidates_->SetTotal(static_cast<double>(st.spec_varlen_candidates_total));
+  varlen_gated_->SetTotal(static_cast<double>(st.spec_varlen_gated_steps));
+  planner_no_table_->SetTotal(static_cast<double>(st.spec_planner_no_table));
+  planner_no_stale_row_->SetTotal(static_cast<double>(st.spec_planner_no_stale_row));
   for (size_t j = 0; j < spec_accepted_per_pos_.size(); ++j) {
     const double v = j < st.spec_accepted_per_position.size()
                          ? static_cast<double>(st.spec_accepted_per_position[j])

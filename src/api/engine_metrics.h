@@ -24,6 +24,10 @@
 //   _num_accepted_tokens_total and _num_accepted_tokens_per_pos_total{position} (speculative
 //   decoding; vllm:spec_decode_num_drafts / _num_draft_tokens / _num_accepted_tokens /
 //   _num_accepted_tokens_per_pos carry the same values under vLLM's names);
+//   variable-length verification: deepinfer_spec_decode_varlen_steps_total (steps the planner
+//   split), _verify_budget_tokens_total (Σ B*) and the gauge _verify_budget_tokens (the last B*),
+//   _varlen_candidate_tokens_total (Σ drafts it could have verified), _varlen_gated_steps_total
+//   (below the min-concurrency gate), _planner_fallbacks_total{reason="no_table"|"no_stale_row"};
 //   and vLLM's names for dashboards and gateways written against vLLM (label model_name):
 //   vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total (counters in tokens),
 //   vllm:num_requests_running / _waiting (gauges, sequences), vllm:kv_cache_usage_perc and its
@@ -100,6 +104,14 @@ class EngineMetrics {
   http::Counter* vllm_spec_accepted_tokens_;
   std::vector<http::Counter*> spec_accepted_per_pos_;
   std::vector<http::Counter*> vllm_spec_accepted_per_pos_;
+  // Variable-length verification (docs/speculative-decoding.md).
+  http::Counter* varlen_steps_;
+  http::Counter* verify_budget_;
+  http::Gauge* verify_budget_last_;
+  http::Counter* varlen_candidates_;
+  http::Counter* varlen_gated_;
+  http::Counter* planner_no_table_;
+  http::Counter* planner_no_stale_row_;
   http::Gauge* vllm_running_;
   http::Gauge* vllm_waiting_;
   http::Gauge* vllm_kv_usage_;

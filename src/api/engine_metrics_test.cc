@@ -146,5 +146,34 @@ TEST(EngineMetricsTest, KvTierStatsRenderByTier) {
   EXPECT_THAT(text0, HasSubstr("deepinfer_kv_tier_write_queue_depth 0\n"));
 }
 
+// Variable-length verification counters (lines written by hand from the values set here).
+TEST(EngineMetricsTest, VarlenPlannerCountersRender) {
+  http::MetricsRegistry r;
+  EngineMetrics m(&r, "demo");
+  engine::EngineStats st = Stats();
+  st.spec_varlen_steps = 40;
+  st.spec_verify_budget_total = 130;
+  st.spec_verify_budget_last = 3;
+  st.spec_varlen_candidates_total = 200;
+  st.spec_varlen_gated_steps = 7;
+  st.spec_planner_no_table = 2;
+  st.spec_planner_no_stale_row = 9;
+  m.Update(st);
+  const std::string text = r.RenderText();
+  for (const char* line : {
+           "# TYPE deepinfer_spec_decode_varlen_steps_total counter\n",
+           "deepinfer_spec_decode_varlen_steps_total 40\n",
+           "deepinfer_spec_decode_verify_budget_tokens_total 130\n",
+           "# TYPE deepinfer_spec_decode_verify_budget_tokens gauge\n",
+           "deepinfer_spec_decode_verify_budget_tokens 3\n",
+           "deepinfer_spec_decode_varlen_candidate_tokens_total 200\n",
+           "deepinfer_spec_decode_varlen_gated_steps_total 7\n",
+           "deepinfer_spec_decode_planner_fallbacks_total{reason=\"no_table\"} 2\n",
+           "deepinfer_spec_decode_planner_fallbacks_total{reason=\"no_stale_row\"} 9\n",
+       }) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::api

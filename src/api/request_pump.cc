@@ -85,6 +85,7 @@ void ApiServer::Impl::Finish(const RequestRecord& r, int status) {
             << " generated_tokens=" << r.generated_tokens
             << " forward_passes=" << r.Decoding(3) << " forced_tokens=" << r.Decoding(2)
             << " drafted_tokens=" << r.Decoding(0) << " accepted_tokens=" << r.Decoding(1)
+            << " trimmed_drafts=" << r.Decoding(4)
             << " ttft_ms=" << (ttft_s >= 0 ? absl::StrCat(ttft_s * 1e3) : std::string("none"))
             << " tpot_ms=" << (tpot_s >= 0 ? tpot_s * 1e3 : 0.0) << " total_ms=" << total_s * 1e3;
 }

@@ -111,8 +111,8 @@ struct RequestRecord {
   int64_t generated_tokens = 0;
   // Decoding counts, summed over samples (each StepOutput carries its sample's running count):
   // draft tokens verified / accepted (speculative decoding), tokens jump-forward appended, and
-  // forward passes that computed the request.
-  std::vector<std::array<int, 4>> decoding;  // by sample index
+  // forward passes that computed the request, drafts the variable-length planner trimmed.
+  std::vector<std::array<int, 5>> decoding;  // by sample index
   int64_t Decoding(int field) const {
     int64_t n = 0;
     for (const auto& d : decoding) n += d[field];
@@ -143,7 +143,7 @@ struct RequestRecord {
     if (o.sample_index >= 0 && o.sample_index < 1024) {
       if (decoding.size() <= static_cast<size_t>(o.sample_index)) decoding.resize(o.sample_index + 1);
       decoding[o.sample_index] = {o.drafted_tokens, o.accepted_tokens, o.forced_tokens,
-                                  o.forward_passes};
+                                  o.forward_passes, o.trimmed_drafts};
     }
     if (o.first_token_ns > 0 && (first_token_ns == 0 || o.first_token_ns < first_token_ns)) {
       first_token_ns = o.first_token_ns;

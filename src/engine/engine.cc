@@ -386,6 +386,7 @@ StepOutput Engine::Impl::BaseOutput(const Sequence& seq) const {
   out.accepted_tokens = seq.accepted_tokens;
   out.forced_tokens = seq.forced_tokens;
   out.forward_passes = seq.forward_passes;
+  out.trimmed_drafts = seq.trimmed_drafts;
   return out;
 }
 
@@ -620,7 +621,10 @@ void Engine::Impl::PlanVerifyLengths() {
   const std::vector<int> len = varlen_->Plan(varlen_step_++, in, others, others, running);
   for (size_t r = 0; r < spec.size(); ++r) {
     Sequence* seq = spec[r];
-    if (static_cast<int>(seq->draft.size()) > len[r]) seq->draft.resize(len[r]);
+    if (static_cast<int>(seq->draft.size()) > len[r]) {
+      seq->trimmed_drafts += in[r].cap - len[r];
+      seq->draft.resize(len[r]);
+    }
     if (static_cast<int>(seq->draft_confidence.size()) > len[r]) {
       seq->draft_confidence.resize(len[r]);
     }

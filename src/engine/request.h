@@ -99,6 +99,8 @@ struct StepOutput {
   int accepted_tokens = 0;
   int forced_tokens = 0;
   int forward_passes = 0;
+  // Drafts proposed but not verified because the variable-length planner trimmed them.
+  int trimmed_drafts = 0;
 };
 
 // Output queue of one request. The engine pushes; consumers pop with or without a timeout.

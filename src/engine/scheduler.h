@@ -93,6 +93,8 @@ struct Sequence {
   int accepted_tokens = 0;
   int forced_tokens = 0;
   int forward_passes = 0;
+  // Drafts the variable-length planner did not verify (speculative/varlen_controller.h).
+  int trimmed_drafts = 0;
   std::vector<int32_t> blocks;  // block table
   int32_t state_slot = -1;
   bool registered_with_runner = false;

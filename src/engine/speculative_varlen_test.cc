@@ -69,6 +69,7 @@ struct VarlenRun {
   std::vector<FinishReason> finish;
   EngineStats stats;
   std::vector<VarlenStepTrace> traces;
+  int trimmed = 0;  // Σ StepOutput::trimmed_drafts (each request's last message)
 };
 
 // T(M) = 1 + 1·M ms: every verified token costs as much as a whole small step, so the planner
@@ -107,13 +108,16 @@ VarlenRun RunEngine(std::unique_ptr<model::CausalLM> model,
   for (auto& s : streams) {
     std::vector<int32_t> toks;
     FinishReason f = FinishReason::kError;
+    int trimmed = 0;
     while (std::optional<StepOutput> o = s->Next()) {
       if (o->sample_index != 0) continue;
+      trimmed = o->trimmed_drafts;
       toks.insert(toks.end(), o->token_ids.begin(), o->token_ids.end());
       if (o->finish.has_value()) f = *o->finish;
     }
     run.tokens.push_back(toks);
     run.finish.push_back(f);
+    run.trimmed += trimmed;
   }
   (*engine)->Shutdown(int64_t{5} * 1000 * 1000 * 1000);
   run.stats = (*engine)->Stats();
@@ -215,6 +219,8 @@ TEST_P(VarlenFakeTest, GreedyEqualsReferenceUnderEveryPolicyAndStaleRowsAreTwoSt
         // both planners verify fewer drafts than fixed length.
         EXPECT_LT(async.stats.spec_draft_tokens, off.stats.spec_draft_tokens)
             << "k " << k << " corrupt " << corrupt;
+        EXPECT_GT(async.trimmed, 0) << "per-request trimmed_drafts";
+        EXPECT_EQ(off.trimmed, 0);
         EXPECT_LT(runs[VarlenMode::kSyncGreedyStop].stats.spec_draft_tokens,
                   off.stats.spec_draft_tokens);
       }
