@@ -68,8 +68,8 @@ struct SpecRun {
 };
 
 SpecRun RunEngine(const std::vector<std::vector<int32_t>>& prompts,
-              const std::vector<SamplingParams>& params, const std::vector<bool>& speculative,
-              SpeculativeConfig spec, bool async, bool slot_restore = false) {
+                  const std::vector<SamplingParams>& params, const std::vector<bool>& speculative,
+                  SpeculativeConfig spec, bool async, bool slot_restore = false) {
   EngineConfig config;
   config.kv_memory_bytes = 256 << 20;
   config.async_scheduling = async;
@@ -132,8 +132,8 @@ TEST(SpecMtpChainTest, Dsv4TinyMtpEveryChainLengthEqualsSpeculationOff) {
       spec.num_speculative_tokens = k;
       const SpecRun on = RunEngine(prompts, params, speculative, spec, async);
       for (size_t i = 0; i < prompts.size(); ++i) {
-        EXPECT_EQ(on.tokens[i], off.tokens[i]) << "k " << k << " async " << async << " prompt "
-                                               << i;
+        EXPECT_EQ(on.tokens[i], off.tokens[i])
+            << "k " << k << " async " << async << " prompt " << i;
       }
       EXPECT_GT(on.stats.spec_verify_steps, 0) << "k " << k;
       if (k >= 2) {
@@ -158,8 +158,7 @@ TEST(SpecMtpChainTest, MoreThanFiveMtpDraftsIsAStartUpError) {
   config.speculative.num_speculative_tokens = 6;
   auto engine = Engine::Create(std::move(m), config);
   ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("5"), std::string::npos)
-      << engine.status().message();
+  EXPECT_NE(engine.status().message().find("5"), std::string::npos) << engine.status().message();
 }
 
 // Frontier rollback costs no recompute step: with scripted drafts whose draft c + 1 is always

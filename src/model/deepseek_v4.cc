@@ -881,13 +881,14 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
       bi.paged_kv = static_cast<int>(L.paged.size());
       L.paged.push_back({name + "compressed_kv", impl->kv_codec.RowBytes(), kBlockTokens / r});
       bi.state_comp = static_cast<int>(L.state.size());
-      L.state.push_back({name + "compressor", CompressorSlots(r, coff) * 2 * coff * c.head_dim * 4});
+      L.state.push_back(
+          {name + "compressor", CompressorSlots(r, coff) * 2 * coff * c.head_dim * 4});
       if (r == 4) {
         bi.paged_idx = static_cast<int>(L.paged.size());
         L.paged.push_back({name + "indexer_k", impl->idx_codec.RowBytes(), kBlockTokens / r});
         bi.state_idx_comp = static_cast<int>(L.state.size());
-        L.state.push_back(
-            {name + "indexer_compressor", CompressorSlots(r, coff) * 2 * coff * c.index_head_dim * 4});
+        L.state.push_back({name + "indexer_compressor",
+                           CompressorSlots(r, coff) * 2 * coff * c.index_head_dim * 4});
       }
       bi.freqs =
           RopeFrequencies(static_cast<int>(c.rope_dim), c.compress_rope_theta, c.yarn_original_len,

@@ -41,8 +41,8 @@ constexpr int kMaxDrafts = kSpeculativeRollbackTokens - 1;  // k_max = 5
 
 std::string TempDir(const std::string& name) {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string d = std::string(DEEPINFER_BINARY_DIR) + "/dsv4_spec_test_models/" + name +
-                        "." + info->test_suite_name() + "." + info->name();
+  const std::string d = std::string(DEEPINFER_BINARY_DIR) + "/dsv4_spec_test_models/" + name + "." +
+                        info->test_suite_name() + "." + info->name();
   fs::create_directories(d);
   return d;
 }
@@ -102,8 +102,8 @@ void Forward(DeepseekV4Model* m, Arena& a, int64_t start, std::span<const int32_
   SequenceChunk chunk;
   chunk.start_pos = start;
   chunk.tokens = tokens;
-  const int64_t nb = (start + static_cast<int64_t>(tokens.size()) + kBlockTokens - 1) /
-                     kBlockTokens;
+  const int64_t nb =
+      (start + static_cast<int64_t>(tokens.size()) + kBlockTokens - 1) / kBlockTokens;
   chunk.block_table = std::span<const int32_t>(a.table.data(), nb);
   chunk.state_slot = 0;
   chunk.logits = LogitsMode::kAll;
@@ -239,9 +239,9 @@ TEST(DsV4SpeculativeState, RingGeometryFromFirstPrinciples) {
 // MTP: after every step the speculative run calls ProposeDrafts with k_s drafts (chaining
 // writes provisional ring entries), the reference feeds the same committed rows to ForwardMtp.
 struct Coverage {
-  int ring_wraps = 0;         // a verify span crossed a multiple of the ring size
-  int rejected_wraps = 0;     // ... and the position at the multiple was rejected
-  int boundaries[3] = {};     // a verify span completed a block of ratio 4 / 16 / 128
+  int ring_wraps = 0;                // a verify span crossed a multiple of the ring size
+  int rejected_wraps = 0;            // ... and the position at the multiple was rejected
+  int boundaries[3] = {};            // a verify span completed a block of ratio 4 / 16 / 128
   int rejected_completions[3] = {};  // ... by a rejected position
   int steps[kMaxDrafts + 1][kMaxDrafts + 1] = {};  // [L][a]
 };
@@ -257,8 +257,7 @@ void RunE8(const std::string& preset, int64_t prompt_len, int64_t total, uint64_
   Arena spec(L, total + kMaxDrafts + 2), ref(L, total + kMaxDrafts + 2);
   std::vector<float> logits, streams, ref_logits, ref_streams, mtp_logits;
   // Prefill the prompt in both (positions [0, prompt_len)); MTP rows [0, prompt_len - 1).
-  Forward(model.get(), spec, 0, std::span<const int32_t>(tok).first(prompt_len), &logits,
-          &streams);
+  Forward(model.get(), spec, 0, std::span<const int32_t>(tok).first(prompt_len), &logits, &streams);
   Forward(model.get(), ref, 0, std::span<const int32_t>(tok).first(prompt_len), &ref_logits,
           &ref_streams);
   ASSERT_EQ(logits, ref_logits);
@@ -267,8 +266,8 @@ void RunE8(const std::string& preset, int64_t prompt_len, int64_t total, uint64_
     return std::span<const int32_t>(tok).subspan(start + 1, n);
   };
   ASSERT_OK(model->ProposeDrafts(0, streams, next_of(0, prompt_len), 0, spec.kv, 1, &proposal));
-  ASSERT_OK(model->ForwardMtp(0, ref_streams, next_of(0, prompt_len), 0, ref.kv,
-                              LogitsMode::kNone, &mtp_logits));
+  ASSERT_OK(model->ForwardMtp(0, ref_streams, next_of(0, prompt_len), 0, ref.kv, LogitsMode::kNone,
+                              &mtp_logits));
   // The committed frontier: positions [0, f) computed; tok[f] is the next anchor.
   int64_t f = prompt_len;
   std::mt19937 rng(static_cast<uint32_t>(seed));
@@ -372,8 +371,8 @@ DraftProposal FromScratchChain(DeepseekV4Model* m, std::span<const int32_t> comm
     if (j > 0) {
       std::vector<float> g(tracer.g.end() - per, tracer.g.end());
       const int32_t prev = out.tokens.back();
-      st = m->ForwardMtp(++pos, g, std::span<const int32_t>(&prev, 1), 0, a.kv,
-                         LogitsMode::kLast, &mtp);
+      st = m->ForwardMtp(++pos, g, std::span<const int32_t>(&prev, 1), 0, a.kv, LogitsMode::kLast,
+                         &mtp);
       if (!st.ok()) break;
     }
     const int64_t best = std::max_element(mtp.begin(), mtp.begin() + V) - mtp.begin();
@@ -400,8 +399,7 @@ TEST(DsV4SpeculativeState, E9MtpChainEqualsFromScratchRecompute) {
   Arena spec(L, total + 8);
   std::vector<float> logits, streams;
   const int64_t prompt_len = 4;
-  Forward(model.get(), spec, 0, std::span<const int32_t>(tok).first(prompt_len), &logits,
-          &streams);
+  Forward(model.get(), spec, 0, std::span<const int32_t>(tok).first(prompt_len), &logits, &streams);
   DraftProposal got;
   auto next_of = [&](int64_t start, int64_t n) {
     return std::span<const int32_t>(tok).subspan(start + 1, n);
@@ -429,10 +427,10 @@ TEST(DsV4SpeculativeState, E9MtpChainEqualsFromScratchRecompute) {
   EXPECT_GT(checked, 15);
   EXPECT_GT(chained, 10);
   // More drafts than the ring's spare slots allow are refused.
-  EXPECT_FALSE(
-      model->ProposeDrafts(f, std::span<const float>(streams).first(per), next_of(f, 1), 0,
-                           spec.kv, kMaxDrafts + 1, &got)
-          .ok());
+  EXPECT_FALSE(model
+                   ->ProposeDrafts(f, std::span<const float>(streams).first(per), next_of(f, 1), 0,
+                                   spec.kv, kMaxDrafts + 1, &got)
+                   .ok());
 }
 
 }  // namespace
