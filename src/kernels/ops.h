@@ -183,6 +183,11 @@ struct LinearOptions {
   // The product with FP8/FP4 weights is then exact per term; only FP32 summation remains.
   // x itself is not modified (the quantised copy lives in the workspace).
   bool quantize_activations = false;
+  // The caller's promise that x already holds BF16 values (the reference rounded or quantised
+  // them, e.g. V4.1's MXFP8 activations): with BF16, E8M0-scaled FP8 or MXFP4 weights the
+  // products are then exact, and the BF16-dot GEMM may take the linear (cpu/bf16_dot.h; a row
+  // that breaks the promise is computed there by FP32 FMAs instead). Other kernels ignore it.
+  bool input_is_bf16 = false;
   // Optional bias [N] added after the reduction (nullptr: none).
   const float* bias = nullptr;
   // Row strides in floats; 0 means dense (K for x, N for y).

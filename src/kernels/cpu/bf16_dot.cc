@@ -164,8 +164,19 @@ void TileProduct(Kernel kernel, const uint16_t* a, int64_t a_stride, int mt, con
 int64_t PaddedRows(int64_t M) { return (M + kTileM - 1) / kTileM * kTileM; }
 int64_t PaddedK(int64_t K) { return std::max<int64_t>((K + kTileK - 1) / kTileK, 1) * kTileK; }
 
-void PackA(const float* x, int64_t x_stride, int64_t M, int64_t K, uint16_t* a) {
+void PackA(const float* x, int64_t x_stride, int64_t M, int64_t K, uint16_t* a,
+           uint8_t* row_exact) {
   const int64_t kp = PaddedK(K), kt = kp / kTileK;
+  if (row_exact != nullptr) {
+    for (int64_t m = 0; m < M; ++m) {
+      bool exact = true;
+      for (int64_t k = 0; k < K && exact; ++k) {
+        const float v = x[m * x_stride + k];
+        exact = Bf16ToFloat(FloatToBf16(v)) == v && (v == 0.0f || std::fabs(v) >= kFltMin);
+      }
+      row_exact[m] = exact ? 1 : 0;
+    }
+  }
   for (int64_t m0 = 0; m0 < PaddedRows(M); m0 += kTileM) {
     for (int64_t t = 0; t < kt; ++t) {
       uint16_t* tile = a + m0 * kp + t * kTileElems;
@@ -199,7 +210,7 @@ bool PackB(const float* w, int64_t count, int64_t K, uint16_t* b) {
 }
 
 bool Applies(const WeightView& w, const LinearOptions& opt) {
-  if (!opt.quantize_activations) return false;
+  if (!opt.quantize_activations && !opt.input_is_bf16) return false;
   switch (w.dtype) {
     case WeightDType::kBF16:
     case WeightDType::kMXFP4:
@@ -214,7 +225,7 @@ bool Applies(const WeightView& w, const LinearOptions& opt) {
 size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
                             int num_threads) {
   const int64_t K = w.cols;
-  size_t bytes = Align64(PaddedRows(M) * PaddedK(K) * sizeof(uint16_t));
+  size_t bytes = Align64(PaddedRows(M) * PaddedK(K) * sizeof(uint16_t)) + Align64(M);
   if (opt.quantize_activations) bytes += Align64(M * K * sizeof(float));
   return bytes + static_cast<size_t>(std::max(num_threads, 1)) * PerThreadBytes(K);
 }
@@ -242,8 +253,12 @@ void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float
     next += Align64(M * K * sizeof(float));
   }
   auto* a = reinterpret_cast<uint16_t*>(next);
-  PackA(xin, x_stride, M, K, a);
   next += Align64(PaddedRows(M) * kp * sizeof(uint16_t));
+  // Quantised rows are BF16-exact by construction; promised ones are checked.
+  uint8_t* row_exact = opt.quantize_activations ? nullptr : next;
+  next += Align64(M);
+  PackA(xin, x_stride, M, K, a, row_exact);
+  auto exact_row = [&](int64_t m) { return row_exact == nullptr || row_exact[m] != 0; };
   uint8_t* scratch = next;
   const size_t per_thread = PerThreadBytes(K);
   const int64_t tile_stride = kTileM * kp;  // BF16 between consecutive A (or B) tile rows
@@ -277,6 +292,7 @@ void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float
           TileProduct(kernel, at, tile_stride, mt, panel, tile_stride, nt, kt, cbuf, kPanelRows);
         }
         for (int64_t r = 0; r < mt * kTileM && mi * kTileM + r < M; ++r) {
+          if (!exact_row(mi * kTileM + r)) continue;
           float* yr = y + (mi * kTileM + r) * y_stride + nb;
           for (int64_t n = 0; n < nc; ++n) {
             if (!exact[n / kTileN]) continue;
@@ -285,14 +301,15 @@ void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float
           }
         }
       }
-      // Tiles whose weights are not BF16-exact normals: FP32 FMAs in increasing k.
+      // Tiles whose weights, or rows whose activations, are not BF16-exact normals: FP32 FMAs
+      // in increasing k.
       for (int j = 0; j < nt; ++j) {
-        if (exact[j]) continue;
         const int64_t count = std::min<int64_t>(kTileN, nc - j * kTileN);
         for (int64_t r = 0; r < count; ++r) {
           const float* wr = wrows + (j * kTileN + r) * K;
           const int64_t n = nb + j * kTileN + r;
           for (int64_t m = 0; m < M; ++m) {
+            if (exact[j] && exact_row(m)) continue;
             const float* xr = xin + m * x_stride;
             float acc = 0.0f;
             for (int64_t k = 0; k < K; ++k) acc = std::fma(xr[k], wr[k], acc);

@@ -1,6 +1,7 @@
 // Exact BF16 dot-product GEMM for linears whose two operands are both BF16-exact (issue #30,
 // KERNELS.md "Exactness comes cheap with BF16 dot products"): FP8 / MXFP4 / BF16 weights times
-// e4m3-quantised activations (LinearOptions::quantize_activations). Every e4m3 activation, e4m3
+// e4m3-quantised activations (LinearOptions::quantize_activations) or activations the caller
+// promises are BF16 already (LinearOptions::input_is_bf16). Every e4m3 activation, e4m3
 // or e2m1 weight times its E8M0 scale, and BF16 weight is a BF16 number, and the product of two
 // BF16 numbers is exact in FP32, so these products are the reference's; only the FP32 summation
 // order differs from the FP32 kernels.
@@ -86,12 +87,17 @@ void TileProduct(Kernel kernel, const uint16_t* a, int64_t a_stride, int mt, con
 // value is not a BF16-exact normal number or zero (the tile then needs the FP32 fallback).
 int64_t PaddedRows(int64_t M);
 int64_t PaddedK(int64_t K);
-void PackA(const float* x, int64_t x_stride, int64_t M, int64_t K, uint16_t* a);
+// If row_exact is not null, row_exact[m] (m < M) says whether row m held only BF16-exact
+// normal numbers or zeros (the rows whose products the tiles compute exactly).
+void PackA(const float* x, int64_t x_stride, int64_t M, int64_t K, uint16_t* a,
+           uint8_t* row_exact = nullptr);
 bool PackB(const float* w, int64_t count, int64_t K, uint16_t* b);
 
-// Whether Linear below applies to this weight and these options: quantize_activations with
-// BF16, FP8Block (E8M0 scales) or MXFP4 weights. F32 weights, F32-scaled FP8 and FP32
-// activations keep the FP32 kernels (the reference computes those products in FP32).
+// Whether Linear below applies to this weight and these options: quantize_activations or
+// input_is_bf16 with BF16, FP8Block (E8M0 scales) or MXFP4 weights. F32 weights, F32-scaled FP8
+// and FP32 activations keep the FP32 kernels (the reference computes those products in FP32).
+// With input_is_bf16, an x row that is not BF16-exact normals is computed by the FP32 fallback
+// of the file comment (chosen by that row's values alone, so batch invariance holds).
 bool Applies(const WeightView& w, const LinearOptions& opt);
 
 // Linear (ops.h contract, the order of the file comment) with `kernel`. Applies(w, opt) must

@@ -326,11 +326,48 @@ TEST(Bf16Dot, ExtremeScalesTakeTheFallback) {
   }
 }
 
+// input_is_bf16: BF16 activations times BF16 / FP8 weights take the tiles without quantising;
+// a row that breaks the promise takes the FP32 fallback (acc = fma(x, w, acc) in increasing k,
+// checked bitwise here) and leaves the other rows as they are alone.
+TEST(Bf16Dot, PromisedBf16InputsAndRowsThatBreakThePromise) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (Kernel kernel : kEmulations) {
+    for (WeightDType dtype : {WeightDType::kBF16, WeightDType::kFP8Block}) {
+      const int64_t M = 19, N = 40, K = 200;
+      RandomWeight w(dtype, N, K, rng);
+      LinearOptions opt;
+      opt.input_is_bf16 = true;
+      ASSERT_TRUE(Applies(w.view, opt));
+      std::vector<float> x(M * K);
+      for (float& v : x) v = RoundBf16(normal(rng));
+      x[7 * K + 3] = 1.0f + 0x1p-12f;  // row 7 is not BF16
+      const std::vector<float> y = RunLinear(kernel, x, M, w.view, opt, nullptr);
+      EXPECT_LE(RelativeError(y, RunReference(x, M, w.view, opt)), 1e-5);
+      std::vector<float> row(K);
+      for (int64_t n = 0; n < N; ++n) {
+        ref::DecodeWeightRow(w.view, n, row.data());
+        float acc = 0.0f;
+        for (int64_t k = 0; k < K; ++k) acc = std::fma(x[7 * K + k], row[k], acc);
+        ASSERT_EQ(y[7 * N + n], acc) << KernelName(kernel) << " n " << n;
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        const std::vector<float> xr(x.begin() + m * K, x.begin() + (m + 1) * K);
+        const std::vector<float> alone = RunLinear(kernel, xr, 1, w.view, opt, nullptr);
+        ASSERT_EQ(0, std::memcmp(alone.data(), y.data() + m * N, N * sizeof(float))) << m;
+      }
+    }
+  }
+}
+
 TEST(Bf16Dot, AppliesOnlyToExactProducts) {
   WeightView w;
   LinearOptions opt;
   w.dtype = WeightDType::kFP8Block;
   EXPECT_FALSE(Applies(w, opt));  // FP32 activations
+  opt.input_is_bf16 = true;
+  EXPECT_TRUE(Applies(w, opt));
+  opt.input_is_bf16 = false;
   opt.quantize_activations = true;
   EXPECT_TRUE(Applies(w, opt));
   w.scale_dtype = ScaleDType::kF32;  // fl(e4m3 · s) need not be a BF16 number
