@@ -1,6 +1,7 @@
 // MTP speculative decoding through the server (issue #26): `deepinfer serve --speculative-method
-// mtp` on the DeepSeek-V4 `demo` preset (random weights, one MTP block,
-// num_nextn_predict_layers = 1), driven by the official openai client. The oracle is a server with
+// mtp` with k = 1 and k = 3 (the MTP block chained on its own output) on the DeepSeek-V4 `demo`
+// preset (random weights, one MTP block, num_nextn_predict_layers = 1), driven by the official
+// openai client. The oracle is a server with
 // speculation off on the same checkpoint: greedy text, finish_reason and usage must be equal,
 // streamed and not; so must a concurrent batch that mixes requests with and without speculation
 // (the `speculative: false` extension field) and seeded sampled requests. Random weights make the
@@ -45,14 +46,16 @@ const PROMPTS = ['Hello world', 'The capital of France is', 'def fib(n):'];
 
 describe('MTP speculative decoding on the DeepSeek-V4 demo preset', { skip }, () => {
   let off;
-  let mtp;
+  const mtps = [];
   before(async () => {
     off = await startServer(dir, ['--served-model-name', MODEL]);
-    mtp = await startServer(dir, ['--served-model-name', MODEL, '--speculative-method', 'mtp',
-                                  '--num-speculative-tokens', '1']);
+    for (const k of [1, 3]) {
+      mtps.push(await startServer(dir, ['--served-model-name', MODEL, '--speculative-method', 'mtp',
+                                        '--num-speculative-tokens', String(k)]));
+    }
   });
   after(async () => {
-    for (const s of [off, mtp]) {
+    for (const s of [off, ...mtps]) {
       const r = await s?.stop();
       assert.equal(r?.code, 0, 'graceful shutdown exits 0');
     }
@@ -61,28 +64,34 @@ describe('MTP speculative decoding on the DeepSeek-V4 demo preset', { skip }, ()
 
   test('greedy text, finish reason and usage equal speculation off, streamed and not', async () => {
     const c0 = clientOf(off);
-    const c1 = clientOf(mtp);
-    const cases = [];
-    for (const prompt of PROMPTS) cases.push({ prompt, max_tokens: 12, temperature: 0 });
-    cases.push({ prompt: PROMPTS[0], max_tokens: 1, temperature: 0 });
-    cases.push({ prompt: PROMPTS[1], max_tokens: 2, temperature: 0 });
-    for (const req of cases) {
-      const want = await complete(c0, req);
-      assert.deepEqual(await complete(c1, req), want, JSON.stringify(req));
-      assert.deepEqual(await completeStream(c1, req), want, `stream ${JSON.stringify(req)}`);
+    for (const mtp of mtps) {
+      const c1 = clientOf(mtp);
+      const cases = [];
+      for (const prompt of PROMPTS) cases.push({ prompt, max_tokens: 12, temperature: 0 });
+      cases.push({ prompt: PROMPTS[0], max_tokens: 1, temperature: 0 });
+      cases.push({ prompt: PROMPTS[1], max_tokens: 2, temperature: 0 });
+      for (const req of cases) {
+        const want = await complete(c0, req);
+        assert.deepEqual(await complete(c1, req), want, JSON.stringify(req));
+        assert.deepEqual(await completeStream(c1, req), want, `stream ${JSON.stringify(req)}`);
+      }
+      // A stop string cut from the off server's own text, spelled across tokens.
+      const base = await complete(c0, { prompt: PROMPTS[2], max_tokens: 12, temperature: 0 });
+      for (const at of [1, 6]) {
+        if (base.text.length < at + 3) continue;
+        const req = { prompt: PROMPTS[2], max_tokens: 12, temperature: 0, stop: [base.text.slice(at, at + 3)] };
+        const want = await complete(c0, req);
+        assert.equal(want.finish, 'stop');
+        assert.deepEqual(await complete(c1, req), want, JSON.stringify(req));
+        assert.deepEqual(await completeStream(c1, req), want, `stream ${JSON.stringify(req)}`);
+      }
+      assert.ok((await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total')) > 0, 'MTP drafted');
     }
-    // A stop string cut from the off server's own text, spelled across tokens.
-    const base = await complete(c0, { prompt: PROMPTS[2], max_tokens: 12, temperature: 0 });
-    for (const at of [1, 6]) {
-      if (base.text.length < at + 3) continue;
-      const req = { prompt: PROMPTS[2], max_tokens: 12, temperature: 0, stop: [base.text.slice(at, at + 3)] };
-      const want = await complete(c0, req);
-      assert.equal(want.finish, 'stop');
-      assert.deepEqual(await complete(c1, req), want, JSON.stringify(req));
-      assert.deepEqual(await completeStream(c1, req), want, `stream ${JSON.stringify(req)}`);
-    }
-    assert.ok((await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total')) > 0, 'MTP drafted');
     assert.equal(await metric(off.url, 'deepinfer_spec_decode_num_draft_tokens_total'), 0);
+    // k = 3 chains: more drafts per verify than k = 1.
+    const drafts = (s) => metric(s.url, 'deepinfer_spec_decode_num_draft_tokens_total');
+    const verifies = (s) => metric(s.url, 'deepinfer_spec_decode_num_drafts_total');
+    assert.ok((await drafts(mtps[1])) / (await verifies(mtps[1])) > 1, 'k = 3 drafts chains');
   });
 
   test('a concurrent batch mixing speculative and non-speculative, greedy and seeded requests', async () => {
@@ -92,36 +101,40 @@ describe('MTP speculative decoding on the DeepSeek-V4 demo preset', { skip }, ()
       reqs.push({ prompt, max_tokens: 10, temperature: 0.9, top_p: 0.9, seed: 11 + i, speculative: i % 2 === 1 });
     });
     const c0 = clientOf(off);
-    const c1 = clientOf(mtp);
     const want = [];
     for (const r of reqs) want.push(await complete(c0, r));
-    const before = await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total');
-    const got = await Promise.all(reqs.map((r) => complete(c1, r)));
-    assert.deepEqual(got, want);
-    const gotStream = await Promise.all(reqs.map((r) => completeStream(c1, r)));
-    assert.deepEqual(gotStream, want);
-    assert.ok((await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total')) > before);
-    // A request that opts out is never drafted for.
-    const optOut = await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total');
-    await complete(c1, { prompt: PROMPTS[2], max_tokens: 6, temperature: 0, speculative: false });
-    assert.equal(await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total'), optOut);
+    for (const mtp of mtps) {
+      const c1 = clientOf(mtp);
+      const before = await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total');
+      const got = await Promise.all(reqs.map((r) => complete(c1, r)));
+      assert.deepEqual(got, want);
+      const gotStream = await Promise.all(reqs.map((r) => completeStream(c1, r)));
+      assert.deepEqual(gotStream, want);
+      assert.ok((await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total')) > before);
+      // A request that opts out is never drafted for.
+      const optOut = await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total');
+      await complete(c1, { prompt: PROMPTS[2], max_tokens: 6, temperature: 0, speculative: false });
+      assert.equal(await metric(mtp.url, 'deepinfer_spec_decode_num_draft_tokens_total'), optOut);
+    }
   });
 
   test('a seeded sampled request equals speculation off, n = 2 too', async () => {
     const c0 = clientOf(off);
-    const c1 = clientOf(mtp);
     const req = { prompt: PROMPTS[1], max_tokens: 16, temperature: 1, seed: 5 };
     const want = await complete(c0, req);
-    assert.deepEqual(await complete(c1, req), want);
-    assert.deepEqual(await completeStream(c1, req), want);
     const nReq = { model: MODEL, prompt: PROMPTS[0], max_tokens: 12, temperature: 1, seed: 9, n: 2 };
     const wantN = (await c0.completions.create(nReq)).choices.map((c) => [c.text, c.finish_reason]);
-    const gotN = (await c1.completions.create(nReq)).choices.map((c) => [c.text, c.finish_reason]);
-    assert.deepEqual(gotN, wantN);
+    for (const mtp of mtps) {
+      const c1 = clientOf(mtp);
+      assert.deepEqual(await complete(c1, req), want);
+      assert.deepEqual(await completeStream(c1, req), want);
+      const gotN = (await c1.completions.create(nReq)).choices.map((c) => [c.text, c.finish_reason]);
+      assert.deepEqual(gotN, wantN);
+    }
   });
 
   test('a bad speculative field is a 400 naming it', async () => {
-    const r = await fetch(`${mtp.baseURL}/completions`, {
+    const r = await fetch(`${mtps[0].baseURL}/completions`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: 1, speculative: 'yes' }) });
     assert.equal(r.status, 400);
