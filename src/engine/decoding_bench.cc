@@ -10,6 +10,8 @@
 //    copy + restore + recompute path (the same model behind a layout that does not declare
 //    frontier rollback), at 1 and 16 concurrent greedy requests (16 also without async
 //    scheduling).
+//  - BM_Dsv4MtpSpeculation (the DeepSeek-V4 `bench` preset): MTP speculation off and on at 1,
+//    16 and 64 concurrent greedy requests (random weights: acceptance near 0).
 // Figures are noisy on a shared machine: compare the ratios, and record the load average.
 #include <chrono>
 #include <filesystem>
@@ -21,6 +23,7 @@
 #include "common/check.h"
 #include "engine/engine.h"
 #include "engine/llm.h"
+#include "model/deepseek_v4_make_test_model.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -320,6 +323,83 @@ BENCHMARK(BM_Dsv4NgramRollback)
     ->Args({1, 1})
     ->Args({16, 1})
     ->Args({16, 0})
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
+
+// The DeepSeek-V4 `bench` preset (make-test-model --arch deepseek_v4 --preset bench: 8 layers,
+// hidden 1024, 129,280-token vocabulary, one MTP block; random weights), generated once into
+// DSV4_BENCH_DIR as prefix_cache_bench does.
+std::unique_ptr<model::CausalLM> Dsv4BenchModel() {
+  const std::string dir = DSV4_BENCH_DIR;
+  if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    auto config = model::dsv4::TestModelPreset("bench");
+    CHECK(config.ok());
+    CHECK(model::dsv4::WriteTestModel(*config, 1, dir).ok());
+  }
+  model::LoadOptions lo;
+  lo.show_progress = false;
+  auto m = model::LoadModel(dir, lo);
+  CHECK(m.ok()) << m.status();
+  return std::move(*m);
+}
+
+// MTP speculation (the model's own MTP block, one draft per step) on the `bench` preset: output
+// tokens/s off and on at 1, 16 and 64 concurrent greedy requests (32-token prompts, 32 new
+// tokens each), the ratio, and the acceptance. The weights are random, so the MTP block's drafts
+// are almost never the target's argmax: acceptance is near 0 and the figure measures the cost of
+// drafting + verifying 2 rows per request per step, not the gain of a trained MTP head.
+void BM_Dsv4MtpSpeculation(benchmark::State& state) {
+  const int concurrency = static_cast<int>(state.range(0));
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < concurrency; ++i) {
+    std::vector<int32_t> p;
+    for (int j = 0; j < 32; ++j) p.push_back(1000 + (i * 7919 + j * 104729) % 100000);
+    prompts.push_back(p);
+  }
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 32;
+  p.ignore_eos = true;
+  for (auto _ : state) {
+    double tps[2] = {0, 0};
+    for (int on = 0; on < 2; ++on) {
+      EngineConfig cfg;
+      cfg.max_num_seqs = 64;
+      cfg.kv_memory_bytes = int64_t{1} << 30;
+      if (on) {
+        cfg.speculative.method = SpeculativeConfig::Method::kMtp;
+        cfg.speculative.num_speculative_tokens = 1;
+      }
+      auto engine = Engine::Create(Dsv4BenchModel(), cfg);
+      CHECK(engine.ok()) << engine.status();
+      LLM llm(std::move(*engine));
+      const auto t0 = std::chrono::steady_clock::now();
+      auto out = llm.Generate(prompts, p);
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      CHECK(out.ok()) << out.status();
+      llm.engine().Shutdown(int64_t{5} * 1000 * 1000 * 1000);
+      const EngineStats st = llm.engine().Stats();
+      tps[on] = static_cast<double>(st.total_output_tokens) / s;
+      if (on) {
+        state.counters["drafted"] = static_cast<double>(st.spec_draft_tokens);
+        state.counters["acceptance"] =
+            st.spec_draft_tokens ? double(st.spec_accepted_tokens) / st.spec_draft_tokens : 0;
+        state.counters["mean_accepted_len"] =
+            st.spec_verify_steps ? 1.0 + double(st.spec_accepted_tokens) / st.spec_verify_steps
+                                 : 1.0;
+      }
+    }
+    state.counters["tokens_per_s_off"] = tps[0];
+    state.counters["tokens_per_s_mtp"] = tps[1];
+    state.counters["speedup"] = tps[1] / tps[0];
+  }
+}
+BENCHMARK(BM_Dsv4MtpSpeculation)
+    ->Arg(1)
+    ->Arg(16)
+    ->Arg(64)
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();
