@@ -24,88 +24,21 @@
 #include "common/cpu_features.h"
 #include "common/thread_pool.h"
 #include "kernels/formats.h"
+#include "kernels/read_bandwidth.h"
 #include "kernels/ops.h"
 #include "kernels/workspace.h"
 
 namespace deepinfer::kernels {
 namespace {
 
-// The last-level cache of cpu0 in bytes, from sysfs (the highest `level` among
-// /sys/devices/system/cpu/cpu0/cache/index*; 0 when sysfs does not say).
-size_t LastLevelCacheBytes() {
-  size_t best_level = 0, bytes = 0;
-  for (int i = 0; i < 16; ++i) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
-    std::ifstream level_in(dir + "/level"), size_in(dir + "/size");
-    size_t level = 0;
-    std::string size;  // e.g. "32768K"
-    if (!(level_in >> level) || !(size_in >> size) || size.empty()) continue;
-    size_t value = std::strtoull(size.c_str(), nullptr, 10);
-    const char unit = size.back();
-    if (unit == 'K') value <<= 10;
-    if (unit == 'M') value <<= 20;
-    if (unit == 'G') value <<= 30;
-    if (level >= best_level) best_level = level, bytes = value;
-  }
-  return bytes;
-}
-
-// Decode weights and the bandwidth array span at least 4x the last-level cache, so rotating
-// through them measures DRAM, not a partly cached working set (issue #30: a 300 MiB L3 made a
-// fixed 256 MiB rotation partly cached).
-size_t AtLeastFourTimesLlc(size_t floor) {
-  static const size_t llc = LastLevelCacheBytes();
-  return std::max(floor, 4 * llc);
-}
-const size_t kBandwidthBytes = AtLeastFourTimesLlc(size_t{512} << 20);
-const size_t kMinWeightFootprint = AtLeastFourTimesLlc(size_t{256} << 20);
+// Decode weights rotate over at least 4x the last-level cache (kernels/read_bandwidth.h).
+const size_t kMinWeightFootprint = BeyondCacheBytes(size_t{256} << 20);
 
 ThreadPool* Pool() { return ThreadPool::Default(); }
 
 // --------------------------------------------------------------------------------------------
 // Machine limits
 
-// Sums a large array on every pool thread (static split). Each thread reads its range as 4
-// interleaved sequential streams (as a matrix-vector product reads 4 weight rows at once), which
-// keeps more hardware prefetch streams busy than one stream would: this is the best plain read
-// rate we found, i.e. the roofline the products are compared with.
-double ReadOnce(const float* data, size_t n) {
-  std::vector<float> partial(Pool()->num_threads() * 16, 0.0f);
-  Pool()->ParallelFor(static_cast<int64_t>(n), 1024, [&](int64_t b, int64_t e) {
-    constexpr int kStreams = 4;
-    const int64_t len = (e - b) / kStreams / 32 * 32;
-    const float* p[kStreams];
-    for (int s = 0; s < kStreams; ++s) p[s] = data + b + s * len;
-    __m256 a[kStreams][2];
-    for (int s = 0; s < kStreams; ++s) a[s][0] = a[s][1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < len; i += 16) {
-      for (int s = 0; s < kStreams; ++s) {
-        a[s][0] = _mm256_add_ps(a[s][0], _mm256_load_ps(p[s] + i));
-        a[s][1] = _mm256_add_ps(a[s][1], _mm256_load_ps(p[s] + i + 8));
-      }
-    }
-    __m256 t = _mm256_setzero_ps();
-    for (int s = 0; s < kStreams; ++s) t = _mm256_add_ps(t, _mm256_add_ps(a[s][0], a[s][1]));
-    partial[(b / 1024) % partial.size()] = _mm256_cvtss_f32(t);
-  });
-  return partial[0];
-}
-
-struct BandwidthBuffer {
-  float* data;
-  size_t n;
-  BandwidthBuffer() {
-    n = kBandwidthBytes / sizeof(float);
-    data = static_cast<float*>(std::aligned_alloc(64, kBandwidthBytes));
-    Pool()->ParallelFor(static_cast<int64_t>(n), 64, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) data[i] = 1.0f;
-    });
-  }
-};
-BandwidthBuffer& BwBuffer() {
-  static BandwidthBuffer* b = new BandwidthBuffer();
-  return *b;
-}
 
 // 10 independent 16-lane FMA chains for `iters` steps (the AVX-512 kernels' peak: the kernels
 // use zmm FMAs when ActiveIsa() is kAvx512, so the roofline must too). Returns a value that
@@ -163,13 +96,12 @@ Limits& MeasuredLimits() {
 }
 
 void MeasureLimits() {
-  BandwidthBuffer& b = BwBuffer();
   std::vector<double> bw, fl;
-  ReadOnce(b.data, b.n);
+  ReadBandwidthArrayOnce();
   for (int r = 0; r < 5; ++r) {
     int64_t t0 = MonotonicNanos();
-    benchmark::DoNotOptimize(ReadOnce(b.data, b.n));
-    bw.push_back(static_cast<double>(kBandwidthBytes) / (MonotonicNanos() - t0));
+    benchmark::DoNotOptimize(ReadBandwidthArrayOnce());
+    bw.push_back(static_cast<double>(ReadBandwidthArrayBytes()) / (MonotonicNanos() - t0));
     t0 = MonotonicNanos();
     const double flops = FmaOnce(2'000'000);
     fl.push_back(flops / (MonotonicNanos() - t0));
@@ -185,13 +117,12 @@ void MeasureLimits() {
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {
-  BandwidthBuffer& b = BwBuffer();
   for (auto _ : state) {
     const int64_t t0 = MonotonicNanos();
-    benchmark::DoNotOptimize(ReadOnce(b.data, b.n));
+    benchmark::DoNotOptimize(ReadBandwidthArrayOnce());
     state.SetIterationTime(static_cast<double>(MonotonicNanos() - t0) * 1e-9);
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kBandwidthBytes);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * ReadBandwidthArrayBytes());
 }
 BENCHMARK(BM_ReadBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond);
 
@@ -302,10 +233,10 @@ void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize, bool r
     const double secs = static_cast<double>(t1 - t0) * 1e-9;
     if (decode) {
       const double kernel_gbps = calls * ws.bytes_each / secs / 1e9;
-      BandwidthBuffer& b = BwBuffer();
       const int64_t r0 = MonotonicNanos();
-      benchmark::DoNotOptimize(ReadOnce(b.data, b.n));
-      const double read_gbps = static_cast<double>(kBandwidthBytes) / (MonotonicNanos() - r0);
+      benchmark::DoNotOptimize(ReadBandwidthArrayOnce());
+      const double read_gbps =
+          static_cast<double>(ReadBandwidthArrayBytes()) / (MonotonicNanos() - r0);
       ratios.push_back(kernel_gbps / read_gbps);
     } else {
       const double kernel_gflops = calls * 2.0 * M * N * K / secs / 1e9;
@@ -372,7 +303,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const double cpu_factor = cpu > 0 ? real / cpu : 0;
       const std::string name = r.benchmark_name();
       if (name.rfind("BM_ReadBandwidth", 0) == 0) {
-        read_cpu_gbps_ = kBandwidthBytes / (r.GetAdjustedCPUTime() * 1e-3) / 1e9;
+        read_cpu_gbps_ = ReadBandwidthArrayBytes() / (r.GetAdjustedCPUTime() * 1e-3) / 1e9;
         if (r.time_unit != benchmark::kMillisecond) read_cpu_gbps_ = 0;
       }
       if (name.rfind("BM_FmaPeak", 0) == 0) {
