@@ -78,6 +78,7 @@ class Engine::Impl {
     } else if (spec.method == SpeculativeConfig::Method::kCustom) {
       drafter_ = spec.drafter;
     }
+    runner_.set_sampled_drafts(spec.sampled_drafts);
     if (spec.varlen != VarlenMode::kOff && spec.method != SpeculativeConfig::Method::kNone) {
       MakeVarlenController();
     }
@@ -840,6 +841,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
     }
     if (spec.method == SpeculativeConfig::Method::kCustom && spec.drafter == nullptr) {
       return absl::InvalidArgumentError("engine config: speculative method custom needs a drafter");
+    }
+    if (spec.sampled_drafts && spec.method != SpeculativeConfig::Method::kDspark) {
+      return absl::InvalidArgumentError(
+          "engine config: sampled_drafts needs speculative method dspark");
     }
     if (spec.method == SpeculativeConfig::Method::kDspark) {
       if (model->draft_head() != "dspark" || model->max_model_drafts() <= 0) {

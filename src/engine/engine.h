@@ -52,6 +52,11 @@ struct SpeculativeConfig {
   int prompt_lookup_max = 5;
   // Method::kCustom: the drafter (shared so tests can keep a handle).
   std::shared_ptr<Drafter> drafter;
+  // kDspark only: requests with a temperature > 0 (and no grammar) draw their drafts from the
+  // DSpark head's q at that temperature and are verified by rejection sampling (spec §4.2-4.3;
+  // higher acceptance than greedy drafts, the output law is the target's but seeded outputs are
+  // no longer identical to speculation off). Off: greedy drafts, sample-and-compare.
+  bool sampled_drafts = false;
   // Confidence-scheduled variable-length verification (spec §5; speculative/varlen_controller.h):
   // off | sync_greedy_stop (Algorithm 1) | async_budget (budget from stale confidences, split by
   // current ones). Outputs are the same in every mode (sample-and-compare); only how many drafts

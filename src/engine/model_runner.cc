@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/speculative/rejection_sampler.h"
 #include "engine/step_trace.h"
 #include "engine/swap_in.h"
 
@@ -17,6 +18,44 @@ namespace {
 
 bool Contains(std::span<const int32_t> v, int32_t t) {
   return std::find(v.begin(), v.end(), t) != v.end();
+}
+
+// Salts of the sampled-draft uniforms (distinct purposes of one (seed, sample, output index)).
+constexpr uint64_t kDraftSalt = 0x9d2c5680a1b3c4e5ull;
+constexpr uint64_t kAcceptSalt = 0x3c6ef372fe94f82bull;
+constexpr uint64_t kResidualSalt = 0xa54ff53a5f1d36f1ull;
+
+// One row of rejection sampling (spec §4.2) for a draft drawn from q_row ([vocab], summing to 1
+// up to float rounding): p = the distribution the sampler would draw from at this row
+// (processors, temperature, top-k/p, min-p), u keyed by the output index. The logprob is the raw
+// row's, as Sample gives it.
+SampleResult RejectionSampleRow(const SampleContext& ctx, std::span<const float> logits,
+                                const float* q_row, int32_t draft, std::vector<float>* scratch,
+                                std::vector<float>* probs) {
+  const SamplingParams& params = *ctx.params;
+  scratch->assign(logits.begin(), logits.end());
+  ApplyLogitProcessors(ctx, *scratch);
+  probs->resize(logits.size());
+  SamplingProbabilities(params, *scratch, *probs);
+  std::vector<double> p(probs->begin(), probs->end()), q(q_row, q_row + logits.size());
+  double zp = 0, zq = 0;
+  for (size_t v = 0; v < p.size(); ++v) {
+    zp += p[v];
+    zq += q[v];
+  }
+  for (size_t v = 0; v < p.size(); ++v) {
+    p[v] /= zp;
+    q[v] /= zq;
+  }
+  const uint64_t step = ctx.output.size();
+  const uint32_t index = static_cast<uint32_t>(ctx.sample_index);
+  const RejectionOutcome o =
+      RejectionSample(p, q, draft, PhiloxUniform(ctx.seed ^ kAcceptSalt, index, step),
+                      PhiloxUniform(ctx.seed ^ kResidualSalt, index, step));
+  SampleResult r;
+  r.token = o.token;
+  if (params.logprobs >= 0) r.logprob = ComputeLogprob(logits, r.token, params.logprobs);
+  return r;
 }
 
 }  // namespace
@@ -187,6 +226,16 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
                    prompt_len + static_cast<int64_t>(s.sampled.size()) >=
                        model_->info().max_context;
           };
+          // Sampled model drafts carry their q rows: rows before the last are verified by
+          // rejection sampling instead (the bonus row samples as usual).
+          const std::span<const int32_t> item_drafts(item.tokens.data() + item.tokens.size() -
+                                                         num_draft,
+                                                     num_draft);
+          const bool rejection = num_draft > 0 && !s.grammar && !p.greedy() &&
+                                 s.draft_tokens.size() >= static_cast<size_t>(num_draft) &&
+                                 std::equal(item_drafts.begin(), item_drafts.end(),
+                                            s.draft_tokens.begin());
+          std::vector<float> probs;
           // Row j (the anchor's row is j = 0) predicts the token after draft j. Sample-and-
           // compare (spec §4.2): the token sampled from row j with the sampler's position-keyed
           // RNG is exactly what a non-speculative run samples there, so draft j + 1 is accepted
@@ -208,7 +257,13 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
               logits = masked;
             }
             ctx.output = s.sampled;
-            SampleResult sr = Sample(ctx, logits, &scratch);
+            SampleResult sr;
+            if (rejection && j < num_draft) {
+              sr = RejectionSampleRow(ctx, logits, &s.draft_q[j * vocab], item_drafts[j],
+                                      &scratch, &probs);
+            } else {
+              sr = Sample(ctx, logits, &scratch);
+            }
             s.sampled.push_back(sr.token);
             r.tokens.push_back(sr.token);
             if (p.logprobs >= 0) r.logprobs.push_back(std::move(sr.logprob));
@@ -297,9 +352,30 @@ void ModelRunner::ModelDrafts(const StepPlan& plan, const model::ForwardBatch& b
     // Drafts only for the position right after the last committed token, and only for a
     // sequence that goes on with a one-token chunk (no jump-forward tokens to compute first).
     const bool propose = end + 1 == known && r.num_forced == 0 && r.sampled;
-    const absl::Status st = model_->ProposeDrafts(
-        item.start_pos, std::span<const float>(features_.data() + offset * width, count * width),
-        next, item.state_slot, kv_, propose ? s.info->max_draft_tokens : 0, &proposal_);
+    const std::span<const float> feats(features_.data() + offset * width, count * width);
+    const SamplingParams& sp = s.info->params;
+    const bool sampled = sampled_drafts_ && propose && !sp.greedy() && !s.grammar &&
+                         !GrammarConstraint::Needed(sp);
+    absl::Status st;
+    if (sampled) {
+      // Draft j is the token at output index sampled.size() + j.
+      std::vector<double> u(s.info->max_draft_tokens);
+      for (size_t j = 0; j < u.size(); ++j) {
+        u[j] = PhiloxUniform(s.info->seed ^ kDraftSalt, static_cast<uint32_t>(s.sample_index),
+                             s.sampled.size() + j);
+      }
+      st = model_->ProposeSampledDrafts(item.start_pos, feats, next, item.state_slot, kv_,
+                                        s.info->max_draft_tokens, sp.temperature, u, &proposal_);
+    } else {
+      st = model_->ProposeDrafts(item.start_pos, feats, next, item.state_slot, kv_,
+                                 propose ? s.info->max_draft_tokens : 0, &proposal_);
+    }
+    s.draft_tokens.clear();
+    s.draft_q.clear();
+    if (sampled && st.ok()) {
+      s.draft_tokens = proposal_.tokens;
+      s.draft_q = proposal_.q;
+    }
     if (!st.ok()) {
       r.status = st;
       s.failed = true;

@@ -69,6 +69,13 @@ class ModelRunner {
 
   StepResult Execute(const StepPlan& plan);
 
+  // Sampled model drafts (SpeculativeConfig::sampled_drafts, DSpark): sequences with a
+  // temperature > 0 and no grammar get drafts drawn from the head's q at their temperature
+  // (CausalLM::ProposeSampledDrafts, uniforms keyed by (seed, sample, output index, "draft")),
+  // verified by rejection sampling (speculative/sampled_drafts.h): lossless in distribution,
+  // not identical to a non-speculative run. Call before the first Execute.
+  void set_sampled_drafts(bool on) { sampled_drafts_ = on; }
+
   // Forwards run so far (plans with at least one chunk).
   int64_t num_forwards() const { return num_forwards_; }
 
@@ -81,6 +88,9 @@ class ModelRunner {
     // Grammar state when params.grammar or a trigger budget is set (GrammarConstraint::Needed;
     // created on the first sampled step).
     std::unique_ptr<GrammarConstraint> grammar;
+    // Sampled model drafts of the last proposal and their q rows ([tokens, vocab]).
+    std::vector<int32_t> draft_tokens;
+    std::vector<float> draft_q;
   };
 
   // After the forward of `plan` (features_ filled): feeds every speculating sequence's chunk
@@ -95,6 +105,7 @@ class ModelRunner {
   model::ForwardOutput output_;
   int64_t num_forwards_ = 0;
   bool model_drafts_ = false;
+  bool sampled_drafts_ = false;
   // KvLayout::frontier_rollback: a rejected verify keeps the state slot as it is (no copy
   // before the step, no restore and no recompute after it).
   bool frontier_rollback_ = false;

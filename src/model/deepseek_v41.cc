@@ -1404,6 +1404,34 @@ absl::Status DeepseekV41Model::ProposeDrafts(int64_t start_pos, std::span<const 
                                              std::span<const int32_t> next_tokens,
                                              int32_t state_slot, const KvCacheView& kv,
                                              int max_drafts, DraftProposal* out) {
+  return ProposeDraftsImpl(start_pos, features, next_tokens, state_slot, kv, max_drafts, 0.f, {},
+                           out);
+}
+
+absl::Status DeepseekV41Model::ProposeSampledDrafts(int64_t start_pos,
+                                                    std::span<const float> features,
+                                                    std::span<const int32_t> next_tokens,
+                                                    int32_t state_slot, const KvCacheView& kv,
+                                                    int max_drafts, float temperature,
+                                                    std::span<const double> uniforms,
+                                                    DraftProposal* out) {
+  if (!(temperature > 0) ||
+      static_cast<int64_t>(uniforms.size()) < std::min<int64_t>(max_drafts, cfg_.dspark_block_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DeepSeek-V4.1 DSpark: sampled drafts need temperature > 0 (got ", temperature,
+        ") and one uniform per draft (got ", uniforms.size(), ")"));
+  }
+  return ProposeDraftsImpl(start_pos, features, next_tokens, state_slot, kv, max_drafts,
+                           temperature, uniforms, out);
+}
+
+absl::Status DeepseekV41Model::ProposeDraftsImpl(int64_t start_pos, std::span<const float> features,
+                                                 std::span<const int32_t> next_tokens,
+                                                 int32_t state_slot, const KvCacheView& kv,
+                                                 int max_drafts, float temperature,
+                                                 std::span<const double> uniforms,
+                                                 DraftProposal* out) {
+  out->q.clear();
   out->tokens.clear();
   out->confidence.clear();
   const Config& c = cfg_;
@@ -1451,8 +1479,43 @@ absl::Status DeepseekV41Model::ProposeDrafts(int64_t start_pos, std::span<const 
   Seq ds;
   ds.state = s.state;
   ds.kv = &kv;
-  impl_->Draft(ds, req, {}, &r);
   const int64_t n = std::min<int64_t>(max_drafts, c.dspark_block_size);
+  DraftSampler sampler;
+  if (temperature > 0) {
+    // Slot i < n: q = softmax(logits / T) (double, then float, renormalised in double by the
+    // inverse CDF); later slots (not returned) continue greedily.
+    sampler = [&](int64_t i, std::span<const float> logits) -> int32_t {
+      if (i >= n) {
+        return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                    logits.begin());
+      }
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      std::vector<double> e(logits.size());
+      double z = 0;
+      for (size_t v = 0; v < logits.size(); ++v) {
+        e[v] = std::exp((static_cast<double>(logits[v]) - mx) / temperature);
+        z += e[v];
+      }
+      const size_t row = out->q.size();
+      out->q.resize(row + logits.size());
+      double zf = 0;
+      for (size_t v = 0; v < logits.size(); ++v) {
+        out->q[row + v] = static_cast<float>(e[v] / z);
+        zf += out->q[row + v];
+      }
+      const double u = uniforms[i] * zf;
+      double cdf = 0;
+      int32_t last = -1;
+      for (size_t v = 0; v < logits.size(); ++v) {
+        if (out->q[row + v] <= 0) continue;
+        last = static_cast<int32_t>(v);
+        cdf += out->q[row + v];
+        if (u < cdf) break;
+      }
+      return last;
+    };
+  }
+  impl_->Draft(ds, req, sampler, &r);
   out->tokens.assign(r.tokens.begin(), r.tokens.begin() + n);
   for (int64_t i = 0; i < n; ++i) {
     out->confidence.push_back(

@@ -160,6 +160,12 @@ class DeepseekV41Model final : public CausalLM {
   absl::Status ProposeDrafts(int64_t start_pos, std::span<const float> features,
                              std::span<const int32_t> next_tokens, int32_t state_slot,
                              const KvCacheView& kv, int max_drafts, DraftProposal* out) override;
+  // The same block with sampled drafts: slot j's q_j = softmax((base + Markov bias)_j / T) in
+  // double, rounded to float and renormalised, is what d_j is drawn from and what out->q holds.
+  absl::Status ProposeSampledDrafts(int64_t start_pos, std::span<const float> features,
+                                    std::span<const int32_t> next_tokens, int32_t state_slot,
+                                    const KvCacheView& kv, int max_drafts, float temperature,
+                                    std::span<const double> uniforms, DraftProposal* out) override;
 
   // Test hooks (not thread-safe); observe one-chunk forwards only.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
@@ -169,6 +175,11 @@ class DeepseekV41Model final : public CausalLM {
   struct Impl;
   DeepseekV41Model() = default;
   absl::Status ValidateChunk(const SequenceChunk& chunk, const KvCacheView& kv) const;
+  // ProposeDrafts (temperature 0: greedy) and ProposeSampledDrafts.
+  absl::Status ProposeDraftsImpl(int64_t start_pos, std::span<const float> features,
+                                 std::span<const int32_t> next_tokens, int32_t state_slot,
+                                 const KvCacheView& kv, int max_drafts, float temperature,
+                                 std::span<const double> uniforms, DraftProposal* out);
 
   Config cfg_;
   std::unique_ptr<Checkpoint> ckpt_;

@@ -118,6 +118,9 @@ struct ForwardBatch {
 struct DraftProposal {
   std::vector<int32_t> tokens;
   std::vector<float> confidence;  // parallel to tokens
+  // Sampled drafts only (ProposeSampledDrafts): [tokens, vocab] the distribution q_j each draft
+  // was drawn from (spec §4.3), for lossless rejection sampling. Empty for greedy drafts.
+  std::vector<float> q;
 };
 
 // Logits of a forward: rows in batch order (chunk 0's rows first), each chunk contributing
@@ -194,6 +197,17 @@ class CausalLM {
                                      std::span<const int32_t> next_tokens, int32_t state_slot,
                                      const KvCacheView& kv, int max_drafts, DraftProposal* out) {
     return absl::UnimplementedError("this architecture has no draft head");
+  }
+  // ProposeDrafts with sampled drafts (spec §3.5; DSpark): draft j is drawn from q_j =
+  // softmax(logits_j / temperature) (temperature > 0) by inverse CDF (ids ascending) at
+  // uniforms[j] (uniforms.size() >= max_drafts), the chain continuing from the sampled token,
+  // and out->q gets every q_j. Same feeding contract and errors as ProposeDrafts.
+  virtual absl::Status ProposeSampledDrafts(int64_t start_pos, std::span<const float> features,
+                                            std::span<const int32_t> next_tokens,
+                                            int32_t state_slot, const KvCacheView& kv,
+                                            int max_drafts, float temperature,
+                                            std::span<const double> uniforms, DraftProposal* out) {
+    return absl::UnimplementedError("this architecture has no sampled draft head");
   }
 };
 
