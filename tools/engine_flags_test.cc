@@ -144,10 +144,10 @@ TEST(DecodingFlagsTest, ScriptedDrafterReadsItsScript) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-script")));
   EXPECT_THAT(ApplyDecoding({"--speculative-script", path}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-script")));
-  EXPECT_THAT(ApplyDecoding({"--speculative-method", "scripted", "--speculative-script",
-                             path + ".missing"})
-                  .status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-script")));
+  EXPECT_THAT(
+      ApplyDecoding({"--speculative-method", "scripted", "--speculative-script", path + ".missing"})
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-script")));
 }
 
 // --speculative-varlen / --speculative-cost-table / --speculative-varlen-min-concurrency

@@ -69,15 +69,15 @@ class Arena {
   Arena(const model::KvLayout& layout, int seqs, int64_t max_tokens) {
     per_seq_ = (max_tokens + model::kBlockTokens - 1) / model::kBlockTokens;
     blocks_.assign(static_cast<size_t>(seqs * per_seq_ * layout.BlockBytes()) + 64, 0);
-    state_.assign(static_cast<size_t>(seqs * std::max<int64_t>(layout.StateBytes(), 64)) + 64,
-                  0);
+    state_.assign(static_cast<size_t>(seqs * std::max<int64_t>(layout.StateBytes(), 64)) + 64, 0);
     view_.block_base = Aligned(blocks_);
     view_.num_blocks = seqs * per_seq_;
     view_.state_base = Aligned(state_);
     view_.num_state_slots = seqs;
     for (int s = 0; s < seqs; ++s) {
       std::vector<int32_t> t;
-      for (int64_t b = per_seq_ - 1; b >= 0; --b) t.push_back(static_cast<int32_t>(s * per_seq_ + b));
+      for (int64_t b = per_seq_ - 1; b >= 0; --b)
+        t.push_back(static_cast<int32_t>(s * per_seq_ + b));
       tables_.push_back(std::move(t));
     }
   }
@@ -142,8 +142,8 @@ Rows DecodeRows(model::CausalLM& m, const std::vector<int32_t>& t, int64_t p0, i
 // The same positions' rows from one (L + 1)-token verify chunk after the same prefill; with
 // `cobatch` the verify shares its forward with a 40-token prefill and a 3-token prompt of two
 // other sequences (verify chunk in the middle, so its rows do not start at row 0).
-Rows VerifyRows(model::CausalLM& m, const std::vector<int32_t>& t, int64_t p0, int L,
-                bool cobatch, const std::vector<int32_t>& other) {
+Rows VerifyRows(model::CausalLM& m, const std::vector<int32_t>& t, int64_t p0, int L, bool cobatch,
+                const std::vector<int32_t>& other) {
   const int64_t vocab = m.info().vocab_size;
   Arena arena(m.kv_layout(), 3, std::max<int64_t>(p0 + L + 1, 64));
   model::ForwardOutput out;
@@ -154,8 +154,8 @@ Rows VerifyRows(model::CausalLM& m, const std::vector<int32_t>& t, int64_t p0, i
   if (cobatch) {
     verify.chunks.push_back(arena.Chunk(1, 0, std::span(other).first(40), model::LogitsMode::kAll));
   }
-  verify.chunks.push_back(arena.Chunk(0, p0, std::span(t).subspan(p0, L + 1),
-                                      model::LogitsMode::kAll));
+  verify.chunks.push_back(
+      arena.Chunk(0, p0, std::span(t).subspan(p0, L + 1), model::LogitsMode::kAll));
   if (cobatch) {
     verify.chunks.push_back(arena.Chunk(2, 0, std::span(other).first(3), model::LogitsMode::kAll));
   }
@@ -199,8 +199,7 @@ TEST_P(DecodeVerifyTest, VerifyRowsEqualDecodeStepsBitwise) {
   EXPECT_EQ(checked, 10 * (2 + 4 + 6) * 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DecodeVerifyTest,
-                         ::testing::Values("stories260K", "dsv4-tiny-a"),
+INSTANTIATE_TEST_SUITE_P(Models, DecodeVerifyTest, ::testing::Values("stories260K", "dsv4-tiny-a"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -261,8 +260,8 @@ class SpecExactModelTest : public ::testing::Test {
     auto tok = Tokenizer::FromDirectory((kShared / "models/stories260K").string());
     ASSERT_OK(tok.status());
     tokenizer_ = std::move(*tok);
-    for (const char* text : {"Once upon a time", "One day", "Lily", "Tom went", "The sun",
-                             "A girl"}) {
+    for (const char* text :
+         {"Once upon a time", "One day", "Lily", "Tom went", "The sun", "A girl"}) {
       std::vector<int32_t> p = {tokenizer_->bos_id()};
       for (int32_t id : tokenizer_->EncodeText(text)) p.push_back(id);
       prompts_.push_back(std::move(p));
@@ -324,8 +323,8 @@ int CheckMetrics(const SpecRun& r, int k, const std::string& what) {
         ++j;
       }
       const StepOutput& m = msgs[j - 1];
-      const int expected = (m.forward_passes - prev_passes) +
-                           (m.accepted_tokens - prev_accepted) + (m.forced_tokens - prev_forced);
+      const int expected = (m.forward_passes - prev_passes) + (m.accepted_tokens - prev_accepted) +
+                           (m.forced_tokens - prev_forced);
       if (j < msgs.size() || !(last.finish == FinishReason::kStop)) {
         EXPECT_EQ(committed, expected)
             << what << ": request " << q << " step ending at message " << j - 1;
@@ -334,7 +333,8 @@ int CheckMetrics(const SpecRun& r, int k, const std::string& what) {
         EXPECT_GE(committed, expected - k) << what << ": request " << q;
         truncations += expected - committed;
       }
-      EXPECT_EQ(m.output_tokens, static_cast<int>(TokensOf({msgs.begin(), msgs.begin() + j}).size()))
+      EXPECT_EQ(m.output_tokens,
+                static_cast<int>(TokensOf({msgs.begin(), msgs.begin() + j}).size()))
           << what;
       prev_passes = m.forward_passes;
       prev_accepted = m.accepted_tokens;
@@ -436,8 +436,9 @@ TEST_F(SpecExactModelTest, CommittedTokensEqualAcceptedPlusOneMinusStopTruncatio
 TEST_F(SpecExactModelTest, GrammarInvalidDraftsAreNeverAccepted) {
   StructuredOutputArgs so;
   so.schema_type = StructuredOutputArgs::SchemaType::kRegex;
-  so.schema = "(the|a) (cat|dog|bird|girl) (sat|ran|saw|was) (on|in|to|by) the (mat|park|tree|"
-              "house)( and (sat|ran|saw|was) (on|in|to|by) the (mat|park|tree|house))*\\.";
+  so.schema =
+      "(the|a) (cat|dog|bird|girl) (sat|ran|saw|was) (on|in|to|by) the (mat|park|tree|"
+      "house)( and (sat|ran|saw|was) (on|in|to|by) the (mat|park|tree|house))*\\.";
   std::vector<SamplingParams> params;
   for (size_t i = 0; i < prompts_.size(); ++i) {
     SamplingParams p = Greedy(60);
