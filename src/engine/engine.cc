@@ -403,12 +403,16 @@ void Engine::Impl::FinishSeq(Sequence* seq, FinishReason reason, absl::Status er
   out.logprobs = std::move(logprobs);
   out.finish = reason;
   out.error = std::move(error);
+  const bool last = --rs.open == 0;
+  if (last) ++local_stats_.num_finished_requests;
+  // Publish the counters before the client can see the finish, so Stats() read after a
+  // request's last message already counts its steps and tokens.
+  UpdateStats();
   rs.stream->Push(std::move(out));
-  if (--rs.open == 0) {
+  if (last) {
     for (Sequence* s : rs.seqs) seqs_.erase(s->seq_id);
     const std::string id = rs.info->request_id;
     requests_.erase(it);
-    ++local_stats_.num_finished_requests;
     absl::MutexLock lock(&in_mu_);
     live_ids_.erase(id);
     if (live_ids_.empty()) idle_cv_.SignalAll();
