@@ -399,18 +399,27 @@ TEST(VarlenControllerTest, DrafterConfidencesWinOverEstimatesAndRowsAreStaleByTw
   EXPECT_DOUBLE_EQ(c.EstimatedConfidence(2), 1.0 / 10.0);
   EXPECT_DOUBLE_EQ(c.EstimatedConfidence(3), 1.0);  // never examined: the prior
   c.Plan(1, in, 0, 0, 2);
+  // Each planned step decays the counts: 9 examinations of draft 2, none accepted, decayed twice
+  // by step 2 (Plan(1), Plan(2)).
+  const double c2 = 1.0 / (9.0 * kEstimateDecay * kEstimateDecay + 1.0);
   EXPECT_EQ(traces[1].seqs[0].stale_step, -1);  // step 0's row has not landed at step 1
   c.Plan(2, in, 0, 0, 2);
   EXPECT_EQ(traces[2].seqs[0].stale_step, 0);
   EXPECT_EQ(traces[2].seqs[1].stale_step, 0);
   EXPECT_EQ(traces[2].seqs[1].stale, (std::vector<double>{1.0, 1.0, 1.0}));
-  EXPECT_EQ(traces[2].seqs[1].current, (std::vector<double>{1.0, 0.1, 1.0}));
+  ASSERT_EQ(traces[2].seqs[1].current.size(), 3u);
+  EXPECT_DOUBLE_EQ(traces[2].seqs[1].current[0], 1.0);
+  EXPECT_DOUBLE_EQ(traces[2].seqs[1].current[1], c2);
+  EXPECT_DOUBLE_EQ(traces[2].seqs[1].current[2], 1.0);
   // A new occupant of a slot never sees the previous one's rows.
   in[1].owner = 9;
   c.Plan(3, in, 0, 0, 2);
   c.Plan(4, in, 0, 0, 2);
   EXPECT_EQ(traces[4].seqs[1].stale_step, -1);
   EXPECT_EQ(traces[4].seqs[0].stale_step, 2);
+  // Without examinations the estimate drifts back toward the prior.
+  for (int64_t s = 5; s < 400; ++s) c.Plan(s, in, 0, 0, 2);
+  EXPECT_GT(c.EstimatedConfidence(2), 0.9);
 }
 
 }  // namespace

@@ -63,20 +63,20 @@ void ConfidencePipeline::Prune(int64_t step) {
 
 VarlenController::VarlenController(Options options)
     : options_(std::move(options)),
-      examined_(std::max(options_.k_max, 1), 0),
-      accepted_(std::max(options_.k_max, 1), 0) {}
+      examined_(std::max(options_.k_max, 1), 0.0),
+      accepted_(std::max(options_.k_max, 1), 0.0) {}
 
 double VarlenController::EstimatedConfidence(int j) const {
   if (j < 1 || j > static_cast<int>(examined_.size())) return 1.0;
-  return static_cast<double>(accepted_[j - 1] + 1) / static_cast<double>(examined_[j - 1] + 1);
+  return (accepted_[j - 1] + 1.0) / (examined_[j - 1] + 1.0);
 }
 
 void VarlenController::OnVerified(int verified, int accepted) {
   // Draft j was examined when it was verified and drafts 1..j-1 were accepted.
   for (int j = 1; j <= verified && j <= static_cast<int>(examined_.size()); ++j) {
     if (j - 1 > accepted) break;
-    ++examined_[j - 1];
-    if (j <= accepted) ++accepted_[j - 1];
+    examined_[j - 1] += 1.0;
+    if (j <= accepted) accepted_[j - 1] += 1.0;
   }
 }
 
@@ -99,6 +99,10 @@ std::vector<double> VarlenController::Current(const Input& in) const {
 
 std::vector<int> VarlenController::Plan(int64_t step, std::span<const Input> in, int other_tokens,
                                         int other_samples, int running) {
+  for (size_t j = 0; j < examined_.size(); ++j) {
+    examined_[j] *= kEstimateDecay;
+    accepted_[j] *= kEstimateDecay;
+  }
   VarlenStepTrace trace;
   trace.step = step;
   trace.mode = options_.mode;

@@ -18,7 +18,9 @@
 // estimate from the engine's running per-position acceptance statistics,
 // c_j = (accepted at j + 1) / (examined at j + 1), where "examined at j" counts verify items that
 // verified draft j with drafts 1..j-1 accepted (so c_j estimates P(d_j accepted | d_<j accepted));
-// the +1/+1 prior starts every position neutral (1.0) like a missing row.
+// the +1/+1 prior starts every position neutral (1.0) like a missing row. Both counts decay by
+// kEstimateDecay per planned step, so a position whose estimate fell (and is therefore rarely
+// verified) drifts back toward the prior and gets re-tried instead of never learning again.
 //
 // Thread-safety: engine thread only.
 #ifndef DEEPINFER_ENGINE_SPECULATIVE_VARLEN_CONTROLLER_H_
@@ -36,6 +38,9 @@
 namespace deepinfer::engine {
 
 enum class VarlenMode { kOff, kSyncGreedyStop, kAsyncBudget };
+
+// Per-step decay of the acceptance statistics (time constant 64 planned steps).
+inline constexpr double kEstimateDecay = 1.0 - 1.0 / 64.0;
 
 // "off" | "sync" (also "sync_greedy_stop") | "async" (also "async_budget"); nullopt-like false
 // return for anything else.
@@ -136,8 +141,8 @@ class VarlenController {
 
   Options options_;
   ConfidencePipeline pipeline_;
-  std::vector<int64_t> examined_;  // [k_max]
-  std::vector<int64_t> accepted_;  // [k_max]
+  std::vector<double> examined_;  // [k_max], decayed counts
+  std::vector<double> accepted_;  // [k_max]
   int64_t planned_steps_ = 0;
   int64_t gated_steps_ = 0;
   int64_t budget_total_ = 0;
