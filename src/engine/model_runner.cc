@@ -273,6 +273,14 @@ StepResult ModelRunner::Execute(const StepPlan& plan) {
             }
             const size_t draft_at = item.tokens.size() - num_draft + j;
             if (j == num_draft || sr.token != item.tokens[draft_at]) break;
+            // An accepted draft after which the grammar forces text ends the block: a
+            // non-speculative run appends the forced tokens there (jump-forward, below) instead
+            // of sampling them, so neither may the next verify row (the same tokens, and the
+            // same RNG positions, as jump-forward alone).
+            if (s.info->jump_forward && s.grammar && s.grammar->Sync(s.sampled) &&
+                !s.grammar->ForcedTokens(1).empty()) {
+              break;
+            }
           }
           if (!r.status.ok()) continue;
           r.sampled = true;
