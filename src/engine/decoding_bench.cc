@@ -59,6 +59,28 @@ std::vector<int32_t> Prompt(const Tokenizer& tok, const std::string& text) {
   return p;
 }
 
+// The four stories260K prompts, repeated to `concurrency` requests.
+std::vector<std::vector<int32_t>> StoriesPrompts(const Tokenizer& tok, int concurrency) {
+  const char* texts[] = {"Once upon a time", "Lily and Ben went to the park.",
+                         "The cat sat on the mat.", "One day, a little girl"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < concurrency; ++i) prompts.push_back(Prompt(tok, texts[i % 4]));
+  return prompts;
+}
+
+// Generates `prompts` with `p` on `llm` and shuts its engine down: output tokens per second of
+// wall time, and the engine's final counters in *stats.
+double TimedGenerate(LLM& llm, const std::vector<std::vector<int32_t>>& prompts,
+                     const SamplingParams& p, EngineStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = llm.Generate(prompts, p);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(out.ok()) << out.status();
+  llm.engine().Shutdown(int64_t{5} * 1000 * 1000 * 1000);
+  *stats = llm.engine().Stats();
+  return static_cast<double>(stats->total_output_tokens) / s;
+}
+
 void BM_JumpForwardSchema(benchmark::State& state) {
   if (!std::filesystem::exists(kStories + "/config.json")) {
     state.SkipWithError("stories260K absent");
@@ -107,10 +129,7 @@ void BM_NgramSpeculation(benchmark::State& state) {
   auto tok = Tokenizer::FromDirectory(kStories);
   CHECK(tok.ok());
   const int concurrency = static_cast<int>(state.range(0));
-  const char* texts[] = {"Once upon a time", "Lily and Ben went to the park.",
-                         "The cat sat on the mat.", "One day, a little girl"};
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < concurrency; ++i) prompts.push_back(Prompt(**tok, texts[i % 4]));
+  const std::vector<std::vector<int32_t>> prompts = StoriesPrompts(**tok, concurrency);
   SamplingParams p;
   p.temperature = 0;
   p.max_tokens = 200;
@@ -126,14 +145,8 @@ void BM_NgramSpeculation(benchmark::State& state) {
         cfg.speculative.prompt_lookup_max = 4;
       }
       auto llm = MakeLLM(**tok, cfg);
-      const auto t0 = std::chrono::steady_clock::now();
-      auto out = llm->Generate(prompts, p);
-      const double s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      CHECK(out.ok()) << out.status();
-      llm->engine().Shutdown(int64_t{5} * 1000 * 1000 * 1000);
-      const EngineStats st = llm->engine().Stats();
-      tps[on] = static_cast<double>(st.total_output_tokens) / s;
+      EngineStats st;
+      tps[on] = TimedGenerate(*llm, prompts, p, &st);
       if (on) {
         state.counters["acceptance"] =
             st.spec_draft_tokens ? double(st.spec_accepted_tokens) / st.spec_draft_tokens : 0;
@@ -167,10 +180,7 @@ void BM_NgramVarlen(benchmark::State& state) {
   auto tok = Tokenizer::FromDirectory(kStories);
   CHECK(tok.ok());
   const int concurrency = static_cast<int>(state.range(0));
-  const char* texts[] = {"Once upon a time", "Lily and Ben went to the park.",
-                         "The cat sat on the mat.", "One day, a little girl"};
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < concurrency; ++i) prompts.push_back(Prompt(**tok, texts[i % 4]));
+  const std::vector<std::vector<int32_t>> prompts = StoriesPrompts(**tok, concurrency);
   SamplingParams p;
   p.temperature = 0;
   p.max_tokens = 200;
@@ -192,14 +202,8 @@ void BM_NgramVarlen(benchmark::State& state) {
         }
       }
       auto llm = MakeLLM(**tok, cfg);
-      const auto t0 = std::chrono::steady_clock::now();
-      auto out = llm->Generate(prompts, p);
-      const double s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      CHECK(out.ok()) << out.status();
-      llm->engine().Shutdown(int64_t{5} * 1000 * 1000 * 1000);
-      const EngineStats st = llm->engine().Stats();
-      tps[mode] = static_cast<double>(st.total_output_tokens) / s;
+      EngineStats st;
+      tps[mode] = TimedGenerate(*llm, prompts, p, &st);
       const char* name[] = {"off", "fixed", "async", "sync"};
       if (mode > 0) {
         state.counters[std::string("verified_per_step_") + name[mode]] =
@@ -383,14 +387,8 @@ void BM_Dsv4MtpSpeculation(benchmark::State& state) {
       auto engine = Engine::Create(Dsv4BenchModel(), cfg);
       CHECK(engine.ok()) << engine.status();
       LLM llm(std::move(*engine));
-      const auto t0 = std::chrono::steady_clock::now();
-      auto out = llm.Generate(prompts, p);
-      const double s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      CHECK(out.ok()) << out.status();
-      llm.engine().Shutdown(int64_t{5} * 1000 * 1000 * 1000);
-      const EngineStats st = llm.engine().Stats();
-      tps[mode] = static_cast<double>(st.total_output_tokens) / s;
+      EngineStats st;
+      tps[mode] = TimedGenerate(llm, prompts, p, &st);
       state.counters[std::string("tokens_per_s_") + name[mode]] = tps[mode];
       if (mode > 0) {
         const std::string n = name[mode];
