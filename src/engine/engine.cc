@@ -403,13 +403,9 @@ void Engine::Impl::FinishSeq(Sequence* seq, FinishReason reason, absl::Status er
   out.logprobs = std::move(logprobs);
   out.finish = reason;
   out.error = std::move(error);
-  const bool last = --rs.open == 0;
-  if (last) ++local_stats_.num_finished_requests;
-  // Publish the counters before the client can see the finish, so Stats() read after a
-  // request's last message already counts its steps and tokens.
-  UpdateStats();
-  rs.stream->Push(std::move(out));
-  if (last) {
+  std::shared_ptr<RequestStream> stream = rs.stream;
+  if (--rs.open == 0) {
+    ++local_stats_.num_finished_requests;
     for (Sequence* s : rs.seqs) seqs_.erase(s->seq_id);
     const std::string id = rs.info->request_id;
     requests_.erase(it);
@@ -417,6 +413,10 @@ void Engine::Impl::FinishSeq(Sequence* seq, FinishReason reason, absl::Status er
     live_ids_.erase(id);
     if (live_ids_.empty()) idle_cv_.SignalAll();
   }
+  // Release the id and publish the counters before the client can see the finish: Stats()
+  // read after a request's last message counts its steps and tokens, and the id is free again.
+  UpdateStats();
+  stream->Push(std::move(out));
 }
 
 void Engine::Impl::AbortRequest(const std::string& request_id) {
