@@ -132,6 +132,8 @@ class Engine::Impl {
   };
 
   void Loop();
+  // Whether a sequence with multi-token steps has a sampled step in flight.
+  bool MultiTokenStepInFlight() const;
   bool TakeInputs();  // returns true when stopping
   void Launch(StepPlan plan);
   StepResult WaitResult();
@@ -746,6 +748,13 @@ void Engine::Impl::UpdateStats() {
   stats_ = s;
 }
 
+bool Engine::Impl::MultiTokenStepInFlight() const {
+  for (const auto& [id, seq] : seqs_) {
+    if (seq->num_pending > 0 && seq->info->multi_token_steps()) return true;
+  }
+  return false;
+}
+
 void Engine::Impl::Loop() {
   const size_t depth = config_.async_scheduling ? 2 : 1;
   while (true) {
@@ -761,6 +770,15 @@ void Engine::Impl::Loop() {
       }
       reset_cv_.SignalAll();
       return;
+    }
+    // Sequences with multi-token steps (speculation, jump-forward) are planned one step at a
+    // time. Launching a step while one of theirs is in flight would plan only the others, and a
+    // batch of them splits into groups computed on alternate steps (twice the forward passes):
+    // wait for the step instead.
+    if (!in_flight_.empty() && MultiTokenStepInFlight()) {
+      PostProcess(WaitResult());
+      UpdateStats();
+      continue;
     }
     Draft();
     PlanVerifyLengths();

@@ -149,3 +149,29 @@ export const TIME = {
   required: ['zone'],
   additionalProperties: false,
 };
+
+// A /v1/completions answer reduced to what speculative decoding must not change:
+// { text, finish, usage: { prompt, completion } } — non-streamed, and streamed (text from the
+// deltas, finish from the last chunk that has one, usage from the include_usage chunk).
+export async function completionOutcome(client, model, req) {
+  const r = await client.completions.create({ model, ...req });
+  const c = r.choices[0];
+  return { text: c.text, finish: c.finish_reason,
+           usage: { prompt: r.usage.prompt_tokens, completion: r.usage.completion_tokens } };
+}
+
+export async function completionOutcomeStream(client, model, req) {
+  const stream = await client.completions.create({ model, ...req, stream: true,
+                                                   stream_options: { include_usage: true } });
+  let text = '';
+  let finish = null;
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = { prompt: chunk.usage.prompt_tokens, completion: chunk.usage.completion_tokens };
+    const c = chunk.choices?.[0];
+    if (!c) continue;
+    text += c.text ?? '';
+    finish = c.finish_reason ?? finish;
+  }
+  return { text, finish, usage };
+}

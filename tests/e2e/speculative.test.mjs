@@ -7,31 +7,13 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { STORIES, goldenOnceUponATime, haveStories, metric, startServer } from './helpers.mjs';
+import { STORIES, goldenOnceUponATime, haveStories, metric, startServer, completionOutcome, completionOutcomeStream } from './helpers.mjs';
 
 const skip = haveStories() ? false : 'shared/models/stories260K is absent';
 const MODEL = 'stories260K';
 
-async function complete(client, req) {
-  const r = await client.completions.create({ model: MODEL, ...req });
-  return { text: r.choices[0].text, finish: r.choices[0].finish_reason, tokens: r.usage.completion_tokens };
-}
-
-async function completeStream(client, req) {
-  const stream = await client.completions.create({ model: MODEL, ...req, stream: true,
-                                                   stream_options: { include_usage: true } });
-  let text = '';
-  let finish = null;
-  let tokens = null;
-  for await (const chunk of stream) {
-    if (chunk.usage) tokens = chunk.usage.completion_tokens;
-    const c = chunk.choices?.[0];
-    if (!c) continue;
-    text += c.text ?? '';
-    finish = c.finish_reason ?? finish;
-  }
-  return { text, finish, tokens };
-}
+const complete = (client, req) => completionOutcome(client, MODEL, req);
+const completeStream = (client, req) => completionOutcomeStream(client, MODEL, req);
 
 describe('speculative decoding (n-gram) on stories260K', { skip }, () => {
   let off;
@@ -61,7 +43,7 @@ describe('speculative decoding (n-gram) on stories260K', { skip }, () => {
       const r = await complete(clientOf(s), req);
       assert.equal(r.text, expected);
       assert.equal(r.finish, 'length');
-      assert.equal(r.tokens, golden.max_new_tokens);
+      assert.equal(r.usage.completion, golden.max_new_tokens);
       assert.deepEqual(await completeStream(clientOf(s), req), r);
       assert.ok((await metric(s.url, 'deepinfer_spec_decode_num_accepted_tokens_total')) > 0);
       assert.ok((await metric(s.url, 'vllm:spec_decode_num_draft_tokens')) > 0);

@@ -10,7 +10,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { DEMO_ARCH, demoModel, metric, startServer } from './helpers.mjs';
+import { DEMO_ARCH, demoModel, metric, startServer, completionOutcome, completionOutcomeStream } from './helpers.mjs';
 
 const dir = DEMO_ARCH === 'deepseek_v41' ? demoModel() : null;
 const skip = DEMO_ARCH !== 'deepseek_v41'
@@ -19,31 +19,8 @@ const skip = DEMO_ARCH !== 'deepseek_v41'
 const MODEL = 'demo';
 const DRAFTS = 'deepinfer_spec_decode_num_draft_tokens_total';
 
-function summary(r) {
-  const c = r.choices[0];
-  return { text: c.text, finish: c.finish_reason, usage: { prompt: r.usage.prompt_tokens,
-                                                          completion: r.usage.completion_tokens } };
-}
-
-async function complete(client, req) {
-  return summary(await client.completions.create({ model: MODEL, ...req }));
-}
-
-async function completeStream(client, req) {
-  const stream = await client.completions.create({ model: MODEL, ...req, stream: true,
-                                                   stream_options: { include_usage: true } });
-  let text = '';
-  let finish = null;
-  let usage = null;
-  for await (const chunk of stream) {
-    if (chunk.usage) usage = { prompt: chunk.usage.prompt_tokens, completion: chunk.usage.completion_tokens };
-    const c = chunk.choices?.[0];
-    if (!c) continue;
-    text += c.text ?? '';
-    finish = c.finish_reason ?? finish;
-  }
-  return { text, finish, usage };
-}
+const complete = (client, req) => completionOutcome(client, MODEL, req);
+const completeStream = (client, req) => completionOutcomeStream(client, MODEL, req);
 
 const PROMPTS = ['Hello world', 'The capital of France is', 'def fib(n):'];
 

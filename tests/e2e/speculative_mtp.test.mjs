@@ -10,37 +10,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { demoModel, metric, startServer } from './helpers.mjs';
+import { demoModel, metric, startServer, completionOutcome, completionOutcomeStream } from './helpers.mjs';
 
 const dir = demoModel();
 const skip = dir ? false : 'the demo checkpoint could not be generated (deepinfer make-test-model)';
 const MODEL = 'demo';
 
-function summary(r) {
-  const c = r.choices[0];
-  return { text: c.text, finish: c.finish_reason, usage: { prompt: r.usage.prompt_tokens,
-                                                          completion: r.usage.completion_tokens } };
-}
-
-async function complete(client, req) {
-  return summary(await client.completions.create({ model: MODEL, ...req }));
-}
-
-async function completeStream(client, req) {
-  const stream = await client.completions.create({ model: MODEL, ...req, stream: true,
-                                                   stream_options: { include_usage: true } });
-  let text = '';
-  let finish = null;
-  let usage = null;
-  for await (const chunk of stream) {
-    if (chunk.usage) usage = { prompt: chunk.usage.prompt_tokens, completion: chunk.usage.completion_tokens };
-    const c = chunk.choices?.[0];
-    if (!c) continue;
-    text += c.text ?? '';
-    finish = c.finish_reason ?? finish;
-  }
-  return { text, finish, usage };
-}
+const complete = (client, req) => completionOutcome(client, MODEL, req);
+const completeStream = (client, req) => completionOutcomeStream(client, MODEL, req);
 
 const PROMPTS = ['Hello world', 'The capital of France is', 'def fib(n):'];
 

@@ -14,30 +14,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { STORIES, demoModel, haveStories, metric, startServer } from './helpers.mjs';
+import { STORIES, demoModel, haveStories, metric, startServer, completionOutcome, completionOutcomeStream } from './helpers.mjs';
 
 const clientOf = (s) => new OpenAI({ baseURL: s.baseURL, apiKey: 'unused', maxRetries: 0 });
 
-async function complete(client, model, req) {
-  const r = await client.completions.create({ model, ...req });
-  return { text: r.choices[0].text, finish: r.choices[0].finish_reason, tokens: r.usage.completion_tokens };
-}
-
-async function completeStream(client, model, req) {
-  const stream = await client.completions.create({ model, ...req, stream: true,
-                                                   stream_options: { include_usage: true } });
-  let text = '';
-  let finish = null;
-  let tokens = null;
-  for await (const chunk of stream) {
-    if (chunk.usage) tokens = chunk.usage.completion_tokens;
-    const c = chunk.choices?.[0];
-    if (!c) continue;
-    text += c.text ?? '';
-    finish = c.finish_reason ?? finish;
-  }
-  return { text, finish, tokens };
-}
+const complete = completionOutcome;
+const completeStream = completionOutcomeStream;
 
 // Runs `fn` over `items` with at most `width` in flight.
 async function pool(items, width, fn) {
