@@ -50,6 +50,16 @@ ApiServer::Impl::PumpEnd ApiServer::Impl::Pump(engine::RequestStream& stream,
         return PumpEnd::kClientGone;
       }
     } else if (stream.finished()) {
+      // Next() may time out just before the last message is pushed: finished() is then true with
+      // that message still queued, so end only once the queue is drained too.
+      std::vector<StepOutput> rest = stream.Drain();
+      for (StepOutput& r : rest) {
+        if (done()) break;
+        if (!on_output(r)) {
+          s->backend_->Abort(stream.request_id());
+          return PumpEnd::kClientGone;
+        }
+      }
       return PumpEnd::kDone;
     }
     int64_t now = MonotonicNanos();
