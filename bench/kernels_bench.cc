@@ -148,7 +148,7 @@ struct WeightSet {
 };
 
 WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footprint,
-                      bool repack) {
+                      bool repack, bool keep_nan_check) {
   WeightSet s;
   const int64_t data_bytes = WeightDataBytes(dtype, N, K);
   const int64_t scale_count = WeightScaleCount(dtype, N, K);
@@ -182,16 +182,22 @@ WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footpr
     if (lanes && PackMxfp4Lanes(s.views.back(), &s.lanes[c])) {
       s.views.back() = WithLanes(s.views.back(), s.lanes[c]);
     }
+    // As a model loader does: FP8 without NaN codes skips the kernel's per-tile check.
+    if (dtype == WeightDType::kFP8Block && !keep_nan_check) {
+      s.views.back().fp8_nan_free = !Fp8HasNanCodes(s.data[c].data(), N * K);
+    }
   }
   return s;
 }
 
-void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize, bool repack = true) {
+void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize, bool repack = true,
+               bool keep_nan_check = false) {
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
   // Decode benches rotate through copies larger than the caches; prefill reuses one matrix
   // (it is compute-bound by design, and the copies would only cost memory).
   const bool decode = M <= 4 && N * K >= (int64_t{1} << 22);
-  WeightSet ws = MakeWeights(dtype, N, K, decode ? kMinWeightFootprint : 0, repack);
+  WeightSet ws =
+      MakeWeights(dtype, N, K, decode ? kMinWeightFootprint : 0, repack, keep_nan_check);
   std::vector<float> x(M * K), y(M * N);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
@@ -253,6 +259,11 @@ void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize, bool r
 void BM_LinearBf16(benchmark::State& s) { RunLinear(s, WeightDType::kBF16, false); }
 void BM_LinearF32(benchmark::State& s) { RunLinear(s, WeightDType::kF32, false); }
 void BM_LinearFp8(benchmark::State& s) { RunLinear(s, WeightDType::kFP8Block, true); }
+// FP8 as loaded without the NaN-code scan (WeightView::fp8_nan_free false): the kernel checks
+// every tile, as it did before the scan existed.
+void BM_LinearFp8NanChecked(benchmark::State& s) {
+  RunLinear(s, WeightDType::kFP8Block, true, true, /*keep_nan_check=*/true);
+}
 void BM_LinearMxfp4(benchmark::State& s) { RunLinear(s, WeightDType::kMXFP4, true); }
 // MXFP4 left in the checkpoint layout (DEEPINFER_REPACK_WEIGHTS=0, or scales the repack refuses).
 void BM_LinearMxfp4Plain(benchmark::State& s) {
@@ -263,6 +274,7 @@ void BM_LinearMxfp4Plain(benchmark::State& s) {
 BENCHMARK(BM_LinearBf16)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
 BENCHMARK(BM_LinearF32)->Args({1, 4096, 4096})->UseManualTime();
 BENCHMARK(BM_LinearFp8)->Args({1, 4096, 4096})->Args({4, 4096, 4096})->UseManualTime();
+BENCHMARK(BM_LinearFp8NanChecked)->Args({1, 4096, 4096})->UseManualTime();
 BENCHMARK(BM_LinearMxfp4)
     ->Args({1, 4096, 4096})
     ->Args({2, 4096, 4096})

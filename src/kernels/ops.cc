@@ -60,6 +60,13 @@ IsaLevel KernelIsa() {
 
 bool UsesMxfp4Lanes() { return KernelIsa() == IsaLevel::kAvx2; }
 
+bool Fp8HasNanCodes(const uint8_t* codes, int64_t n) {
+  // (c & 0x7F) == 0x7F for the two NaN codes only; a plain loop the compiler vectorises.
+  uint8_t all = 0;
+  for (int64_t i = 0; i < n; ++i) all |= static_cast<uint8_t>(((codes[i] | 0x80) == 0xFF));
+  return all != 0;
+}
+
 bool PackMxfp4Lanes(const WeightView& w, Mxfp4LanePack* out, ThreadPool* pool) {
   CheckWeight(w);
   CHECK(w.dtype == WeightDType::kMXFP4) << "PackMxfp4Lanes takes MXFP4 weights";

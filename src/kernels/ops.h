@@ -120,7 +120,15 @@ struct WeightView {
   // otherwise; other kernels ignore it.
   const uint8_t* lane_codes = nullptr;
   const uint8_t* lane_scales = nullptr;
+  // FP8Block only, optional: true when no weight byte is one of e4m3's NaN codes (0x7F, 0xFF),
+  // as checked once at load by Fp8HasNanCodes. The AVX2 decode kernel then skips its per-tile
+  // NaN-code check (a sixth of its vector work per weight); false keeps the check.
+  bool fp8_nan_free = false;
 };
+
+// Whether any of the `n` e4m3 bytes at `codes` is a NaN code (0x7F or 0xFF): model loaders call
+// it once per FP8 tensor to set WeightView::fp8_nan_free.
+bool Fp8HasNanCodes(const uint8_t* codes, int64_t n);
 
 // MXFP4 weights [N, K] repacked for the AVX2 Linear (about 1.2x faster matrix-vector products:
 // one fixed decode table and one scale multiply per lane and 256 columns, instead of a

@@ -608,6 +608,7 @@ TEST(LinearDecodeTest, Fp8FastPathMatchesReferenceAndPackedPath) {
     std::mt19937 rng(static_cast<uint32_t>(K));
     const int64_t N = 37, M = 6;
     TestWeight w = MakeWeight(WeightDType::kFP8Block, ScaleDType::kE8M0, N, K, rng, true);
+    ASSERT_FALSE(Fp8HasNanCodes(static_cast<const uint8_t*>(w.view.data), N * K));
     for (bool q : {false, true}) {
       LinearOptions opt;
       opt.quantize_activations = q;
@@ -618,22 +619,79 @@ TEST(LinearDecodeTest, Fp8FastPathMatchesReferenceAndPackedPath) {
       ref::Linear(x.data(), M, w.view, ref_out.data(), opt, ws.Get(bytes), bytes);
       for (const VectorLinear& impl : VectorLinears()) {
         impl.Run(x.data(), M, w.view, packed.data(), opt, &pool, ws);
-        for (int64_t mr = 1; mr <= 4; ++mr) {  // streamed in groups of mr rows
-          std::vector<float> streamed(M * N);
-          for (int64_t m = 0; m < M; m += mr) {
-            const int64_t rows = std::min(mr, M - m);
-            impl.Run(x.data() + m * K, rows, w.view, streamed.data() + m * N, opt, &pool, ws);
-          }
-          EXPECT_LE(RelativeError(streamed, ref_out), kLinearRelBound)
-              << impl.name << " K " << K << " q " << q;
-          for (int64_t i = 0; i < M * N; ++i) {
-            ASSERT_EQ(FloatBits(streamed[i]), FloatBits(packed[i]))
-                << impl.name << " K " << K << " q " << q << " mr " << mr << " i " << i;
+        // fp8_nan_free (set by loaders after Fp8HasNanCodes) only skips the decoder's NaN test.
+        for (bool nan_free : {false, true}) {
+          WeightView view = w.view;
+          view.fp8_nan_free = nan_free;
+          for (int64_t mr = 1; mr <= 4; ++mr) {  // streamed in groups of mr rows
+            std::vector<float> streamed(M * N);
+            for (int64_t m = 0; m < M; m += mr) {
+              const int64_t rows = std::min(mr, M - m);
+              impl.Run(x.data() + m * K, rows, view, streamed.data() + m * N, opt, &pool, ws);
+            }
+            EXPECT_LE(RelativeError(streamed, ref_out), kLinearRelBound)
+                << impl.name << " K " << K << " q " << q;
+            for (int64_t i = 0; i < M * N; ++i) {
+              ASSERT_EQ(FloatBits(streamed[i]), FloatBits(packed[i]))
+                  << impl.name << " K " << K << " q " << q << " mr " << mr << " i " << i
+                  << " nan_free " << nan_free;
+            }
           }
         }
       }
     }
   }
+}
+
+// fp8_nan_free on NaN-free weights changes no bit, also where the decode fast path does not
+// apply (block scales below 2^-107 or above 2^7: the generic decoder, whose NaN masking the flag
+// skips) and on the packed path (M > 4), for every vectorised implementation.
+TEST(LinearDecodeTest, Fp8NanFreeFlagChangesNoBitOnTheGenericDecoder) {
+  BatchInvariantScope scope(false);
+  ThreadPool pool(2);
+  std::mt19937 rng(7);
+  const int64_t N = 300, K = 333;
+  std::vector<uint8_t> codes(N * K);
+  for (auto& c : codes) {
+    do c = static_cast<uint8_t>(rng());
+    while ((c & 0x7F) == 0x7F);
+  }
+  const int64_t sblocks = ((N + 127) / 128) * ((K + 127) / 128);
+  std::vector<uint8_t> scales(sblocks);
+  for (int64_t i = 0; i < sblocks; ++i) scales[i] = i % 2 == 0 ? 5 + i : 140 + i;
+  WeightView w{WeightDType::kFP8Block, codes.data(), scales.data(), ScaleDType::kE8M0, N, K};
+  ASSERT_FALSE(Fp8HasNanCodes(codes.data(), N * K));
+  std::uniform_real_distribution<float> u(-1e-3f, 1e-3f);
+  for (int64_t M : {1, 2, 3, 4, 6}) {
+    std::vector<float> x(M * K);
+    for (float& v : x) v = u(rng);
+    for (const VectorLinear& impl : VectorLinears()) {
+      std::vector<float> checked(M * N), skipped(M * N);
+      Workspace ws;
+      w.fp8_nan_free = false;
+      impl.Run(x.data(), M, w, checked.data(), LinearOptions(), &pool, ws);
+      w.fp8_nan_free = true;
+      impl.Run(x.data(), M, w, skipped.data(), LinearOptions(), &pool, ws);
+      for (int64_t i = 0; i < M * N; ++i) {
+        ASSERT_EQ(FloatBits(checked[i]), FloatBits(skipped[i])) << impl.name << " M " << M;
+      }
+    }
+  }
+}
+
+// Exactly the two e4m3 NaN codes count, wherever they sit (vector body or tail).
+TEST(LinearDecodeTest, Fp8HasNanCodesFindsExactlyTheNanCodes) {
+  for (int code = 0; code < 256; ++code) {
+    for (int64_t n : {1, 31, 32, 33, 100}) {
+      for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+        std::vector<uint8_t> codes(n, 0x7E);  // 448, the largest finite e4m3
+        codes[at] = static_cast<uint8_t>(code);
+        EXPECT_EQ(Fp8HasNanCodes(codes.data(), n), code == 0x7F || code == 0xFF)
+            << "code " << code << " n " << n << " at " << at;
+      }
+    }
+  }
+  EXPECT_FALSE(Fp8HasNanCodes(nullptr, 0));
 }
 
 // ops.h: for every format the streamed (decode) and packed (prefill) kernels give bitwise the

@@ -115,10 +115,12 @@ struct Fp8Row {
   const uint8_t* p;
   const WeightView* w;
   int64_t scale_base;  // index of this row's first scale
+  bool nan_free;       // WeightView::fp8_nan_free: ZeroNaN would change nothing
   Fp8Row(const WeightView& wv, int64_t n)
       : p(static_cast<const uint8_t*>(wv.data) + n * wv.cols),
         w(&wv),
-        scale_base((n / 128 + wv.scale_row_offset) * ((wv.cols + 127) / 128)) {}
+        scale_base((n / 128 + wv.scale_row_offset) * ((wv.cols + 127) / 128)),
+        nan_free(wv.fp8_nan_free) {}
   // fl(e4m3 · s) = (e4m3 · 2^-8) · (s · 256), one rounding, for the values of columns k..; when
   // s · 256 overflows (s >= 2^120: legal, if absurd) the 256 goes on the decoded value first
   // (exact), so the product still rounds once.
@@ -143,8 +145,8 @@ struct Fp8Row {
   }
   void Decode32(int64_t k, __m256* out) const {
     for (int half = 0; half < 2; ++half) {
-      const __m128i b =
-          ZeroNaN(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 16 * half)));
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 16 * half));
+      if (!nan_free) b = ZeroNaN(b);
       const __m256i h = ToHalfBits16(b);
       out[2 * half] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
       out[2 * half + 1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
@@ -158,7 +160,8 @@ struct Fp8Row {
     for (int i = 0; i < 4; ++i) out[i] = _mm256_mul_ps(out[i], s256);
   }
   __m256 Decode8(int64_t k) const {
-    const __m128i b = ZeroNaN(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k)));
+    __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k));
+    if (!nan_free) b = ZeroNaN(b);
     const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7),
                                     _mm_set1_epi16(static_cast<short>(0xBF80)));
     return Scaled(_mm256_cvtph_ps(h), k);
@@ -191,12 +194,15 @@ struct Fp8RowBits {
     return _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(v, 20),
                                                 _mm256_set1_epi32(static_cast<int>(0x87F00000u))));
   }
-  // Lanes of `nan` become nonzero where a byte of p[k..k+32) is 0x7F or 0xFF.
+  // Lanes of `nan` become nonzero where a byte of p[k..k+32) is 0x7F or 0xFF (kCheckNan).
+  template <bool kCheckNan = true>
   void Decode32(int64_t k, __m256* out, __m256i& nan) const {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k));
-    nan = _mm256_or_si256(
-        nan, _mm256_cmpeq_epi8(_mm256_or_si256(b, _mm256_set1_epi8(static_cast<char>(0x80))),
-                               _mm256_set1_epi8(static_cast<char>(0xFF))));
+    if constexpr (kCheckNan) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k));
+      nan = _mm256_or_si256(
+          nan, _mm256_cmpeq_epi8(_mm256_or_si256(b, _mm256_set1_epi8(static_cast<char>(0x80))),
+                                 _mm256_set1_epi8(static_cast<char>(0xFF))));
+    }
     for (int g = 0; g < 4; ++g) {
       out[g] = FromSigned(
           _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k + 8 * g))));
@@ -523,7 +529,8 @@ void StreamFp4(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
 // One MR x NR tile of the FP8 fast path: same FMA sequence as StreamTile (lane l, k = l, l+8, ..),
 // on xs (x with the block scale · 2^120 folded in) and Fp8RowBits weights. Returns false, having
 // written nothing, when a weight of the tile is a NaN code.
-template <int MR, int NR>
+// kCheckNan false (the view is fp8_nan_free): the NaN-code test is skipped.
+template <int MR, int NR, bool kCheckNan>
 bool StreamTileFp8Bits(const float* const* xs, const WeightView& w, const int64_t* row_index,
                        int64_t K, const float* bias, float* const* yr) {
   const std::array<Fp8RowBits, NR> rows = MakeRows<Fp8RowBits, NR>(w, row_index);
@@ -535,7 +542,7 @@ bool StreamTileFp8Bits(const float* const* xs, const WeightView& w, const int64_
   for (; k + 32 <= K; k += 32) {
     for (int j = 0; j < NR; ++j) {
       __m256 wv[4];
-      rows[j].Decode32(k, wv, nan);
+      rows[j].template Decode32<kCheckNan>(k, wv, nan);
       for (int i = 0; i < MR; ++i) {
         for (int v = 0; v < 4; ++v) {
           acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(xs[i] + k + 8 * v), wv[v], acc[i][j]);
@@ -564,7 +571,7 @@ bool StreamTileFp8Bits(const float* const* xs, const WeightView& w, const int64_
       }
     }
   }
-  if (tail_nan || !_mm256_testz_si256(nan, nan)) return false;
+  if (kCheckNan && (tail_nan || !_mm256_testz_si256(nan, nan))) return false;
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
       float v = HorizontalSum(acc[i][j]);
@@ -585,15 +592,22 @@ void StreamRowsFp8Bits(const float* const* xs, const float* const* xr, const Wei
                        int64_t n0, int64_t n1, const float* bias, float* const* yr) {
   constexpr int kNR = MR <= 2 ? 4 : 2;
   const int64_t K = w.cols;
+  if (w.fp8_nan_free) {
+    cpu::ForEachRowStream<kNR>(
+        n0, n1,
+        [&](const int64_t* rows) { StreamTileFp8Bits<MR, kNR, false>(xs, w, rows, K, bias, yr); },
+        [&](const int64_t* rows) { StreamTileFp8Bits<MR, 1, false>(xs, w, rows, K, bias, yr); });
+    return;
+  }
   cpu::ForEachRowStream<kNR>(
       n0, n1,
       [&](const int64_t* rows) {
-        if (!StreamTileFp8Bits<MR, kNR>(xs, w, rows, K, bias, yr)) {
+        if (!StreamTileFp8Bits<MR, kNR, true>(xs, w, rows, K, bias, yr)) {
           for (int j = 0; j < kNR; ++j) StreamTile<Fp8Row, MR, 1>(xr, w, &rows[j], K, bias, yr);
         }
       },
       [&](const int64_t* rows) {
-        if (!StreamTileFp8Bits<MR, 1>(xs, w, rows, K, bias, yr)) {
+        if (!StreamTileFp8Bits<MR, 1, true>(xs, w, rows, K, bias, yr)) {
           StreamTile<Fp8Row, MR, 1>(xr, w, rows, K, bias, yr);
         }
       });
