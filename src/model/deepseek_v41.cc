@@ -17,41 +17,21 @@
 #include "kernels/workspace.h"
 #include "model/deepseek_v41_formats.h"
 #include "model/deepseek_v4_numerics.h"
+#include "model/deepseek_v4_rows.h"
 
 namespace deepinfer::model {
 namespace dsv41 {
 namespace {
 
 using dsv4::ApplyRope;
+using dsv4::DotF64;
 using dsv4::E4M3ToF32;
+using dsv4::ForRows;
 using dsv4::RopeFrequencies;
 using dsv4::RoundBf16;
+using dsv4::Sigmoid;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-// FP64 dot product with 8 interleaved partial sums in a fixed order (depends only on n).
-inline double DotF64(const float* a, const float* b, int64_t n) {
-  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) s[j] += static_cast<double>(a[i + j]) * b[i + j];
-  }
-  for (int j = 0; i < n; ++i, ++j) s[j] += static_cast<double>(a[i]) * b[i];
-  return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-}
-
-template <class Fn>
-void ForRows(int64_t n, int64_t cost, Fn&& fn) {
-  if (n <= 1 || n * cost < (int64_t{1} << 15)) {
-    for (int64_t r = 0; r < n; ++r) fn(r);
-    return;
-  }
-  ThreadPool::Default()->ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) fn(r);
-  });
-}
 
 // Top `k` of (score, id) pairs with finite score: largest first, ties to the lower id.
 std::vector<int32_t> TopFinite(std::vector<std::pair<float, int32_t>> sc, int64_t k) {
