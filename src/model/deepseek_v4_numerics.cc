@@ -317,6 +317,7 @@ kernels::WeightView ToView(const WeightMatrix& w) {
       v.scales = w.scale_f32 != nullptr ? static_cast<const void*>(w.scale_f32) : w.scale;
       v.scale_dtype =
           w.scale_f32 != nullptr ? kernels::ScaleDType::kF32 : kernels::ScaleDType::kE8M0;
+      v.fp8_nan_free = w.fp8_nan_free;
       break;
     case WeightFormat::kMxFp4:
       v.dtype = kernels::WeightDType::kMXFP4;

@@ -96,6 +96,9 @@ struct WeightMatrix {
   // (kernels::Mxfp4LanePack, owned by Weights::lane_packs), which Linear passes on to them.
   const uint8_t* lane_codes = nullptr;
   const uint8_t* lane_scales = nullptr;
+  // FP8 only: no weight byte is an e4m3 NaN code (checked once at load), so the kernels may skip
+  // their NaN-code masking (kernels::WeightView::fp8_nan_free).
+  bool fp8_nan_free = false;
   // Dequantised value of element (r, c) (slow path, tests and small ops).
   float At(int64_t r, int64_t c) const;
   int64_t Bytes() const;
