@@ -14,6 +14,7 @@
 #include "common/step_trace.h"
 #include "common/thread_pool.h"
 #include "model/deepseek_v4_kv_rows.h"
+#include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_numerics.h"
 #include "model/deepseek_v4_rows.h"
 
@@ -158,86 +159,16 @@ struct DeepseekV4Model::Impl {
 
   // ---------- mHC (spec §3.2, §3.3, §3.8) ----------
   // X: [T, hc_mult, hidden] streams -> x [T, hidden] (rounded), pre/post [T, hc_mult],
-  // comb [T, hc_mult, hc_mult]. Row-wise.
-  void HcPre(const HcWeights& hw, const float* X, int64_t T, float* x, float* pre_out, float* post,
+  // comb [T, hc_mult, hc_mult]. V4 collapses the streams with this site's own pre.
+  void HcPre(const HcWeights& hw, const float* X, int64_t T, float* x, float* pre, float* post,
              float* comb) const {
-    const int64_t n = cfg->hc_mult, D = cfg->hidden_size, nD = n * D, mix = (2 + n) * n;
-    const float eps = static_cast<float>(cfg->hc_eps);
-    ForRows(T, (mix + 2 * n) * nD, [&](int64_t t) {
-      const float* v = X + t * nD;
-      double ss = 0;
-      for (int64_t i = 0; i < nD; ++i) ss += static_cast<double>(v[i]) * v[i];
-      const float rs =
-          1.0f / std::sqrt(static_cast<float>(ss / nD) + static_cast<float>(cfg->rms_eps));
-      std::vector<float> mixes(mix);
-      for (int64_t i = 0; i < mix; ++i) {
-        mixes[i] = static_cast<float>(DotF64(hw.fn.data() + i * nD, v, nD)) * rs;
-      }
-      std::vector<float> pre(n);
-      for (int64_t i = 0; i < n; ++i) {
-        pre[i] = Sigmoid(mixes[i] * hw.scale[0] + hw.base[i]) + eps;
-        pre_out[t * n + i] = pre[i];
-        post[t * n + i] = 2.0f * Sigmoid(mixes[n + i] * hw.scale[1] + hw.base[n + i]);
-      }
-      float* M = comb + t * n * n;
-      for (int64_t i = 0; i < n * n; ++i)
-        M[i] = mixes[2 * n + i] * hw.scale[2] + hw.base[2 * n + i];
-      // Sinkhorn: row softmax + eps, column normalise, then (iters-1) x (row, column).
-      for (int64_t i = 0; i < n; ++i) {
-        float mx = kNegInf;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, M[i * n + j]);
-        float sum = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          M[i * n + j] = std::exp(M[i * n + j] - mx);
-          sum += M[i * n + j];
-        }
-        for (int64_t j = 0; j < n; ++j) M[i * n + j] = M[i * n + j] / sum + eps;
-      }
-      auto col_norm = [&] {
-        for (int64_t j = 0; j < n; ++j) {
-          float s = 0;
-          for (int64_t i = 0; i < n; ++i) s += M[i * n + j];
-          for (int64_t i = 0; i < n; ++i) M[i * n + j] /= (s + eps);
-        }
-      };
-      auto row_norm = [&] {
-        for (int64_t i = 0; i < n; ++i) {
-          float s = 0;
-          for (int64_t j = 0; j < n; ++j) s += M[i * n + j];
-          for (int64_t j = 0; j < n; ++j) M[i * n + j] /= (s + eps);
-        }
-      };
-      col_norm();
-      for (int64_t it = 1; it < cfg->hc_sinkhorn_iters; ++it) {
-        row_norm();
-        col_norm();
-      }
-      float* xt = x + t * D;
-      for (int64_t k = 0; k < D; ++k) {
-        double acc = 0;
-        for (int64_t s = 0; s < n; ++s) acc += static_cast<double>(pre[s]) * v[s * D + k];
-        xt[k] = static_cast<float>(acc);
-      }
-      R(xt, D);
-    });
+    const HcDims h = HcDimsOf(*cfg);
+    HcMixes(hw, h, X, T, pre, post, comb);
+    HcCollapse(h, X, pre, T, bf16, x);
   }
 
   void HcPost(float* X, const float* y, const float* post, const float* comb, int64_t T) const {
-    const int64_t n = cfg->hc_mult, D = cfg->hidden_size;
-    ForRows(T, 2 * n * n * D, [&](int64_t t) {
-      std::vector<float> old(n * D);
-      float* Xt = X + t * n * D;
-      std::memcpy(old.data(), Xt, n * D * 4);
-      const float* M = comb + t * n * n;
-      for (int64_t j = 0; j < n; ++j) {
-        for (int64_t k = 0; k < D; ++k) {
-          double acc = 0;
-          for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(M[i * n + j]) * old[i * D + k];
-          Xt[j * D + k] =
-              R1(static_cast<float>(static_cast<double>(post[t * n + j]) * y[t * D + k] + acc));
-        }
-      }
-    });
+    dsv4::HcPost(HcDimsOf(*cfg), X, y, post, comb, T, bf16);
   }
 
   // HC head + final norm + head (spec §3.8) for the rows listed in `rows`, one head Linear over

@@ -16,6 +16,7 @@
 #include "kernels/linear_fp8_blocks.h"
 #include "kernels/workspace.h"
 #include "model/deepseek_v41_formats.h"
+#include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_numerics.h"
 #include "model/deepseek_v4_rows.h"
 
@@ -228,83 +229,15 @@ struct DeepseekV41Model::Impl {
   // Coefficients from the streams X [T, n, D]: pre/post [T, n], comb [T, n, n].
   void Mixes(const HcWeights& hw, const float* X, int64_t T, float* pre, float* post,
              float* comb) const {
-    const int64_t n = cfg->hc_mult, D = cfg->hidden_size, nD = n * D, mix = (2 + n) * n;
-    const float eps = static_cast<float>(cfg->hc_eps);
-    ForRows(T, mix * nD, [&](int64_t t) {
-      const float* v = X + t * nD;
-      double ss = 0;
-      for (int64_t i = 0; i < nD; ++i) ss += static_cast<double>(v[i]) * v[i];
-      const float rs =
-          1.0f / std::sqrt(static_cast<float>(ss / nD) + static_cast<float>(cfg->rms_eps));
-      std::vector<float> mixes(mix);
-      for (int64_t i = 0; i < mix; ++i) {
-        mixes[i] = static_cast<float>(DotF64(hw.fn.data() + i * nD, v, nD)) * rs;
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        pre[t * n + i] = Sigmoid(mixes[i] * hw.scale[0] + hw.base[i]) + eps;
-        post[t * n + i] = 2.0f * Sigmoid(mixes[n + i] * hw.scale[1] + hw.base[n + i]);
-      }
-      float* M = comb + t * n * n;
-      for (int64_t i = 0; i < n * n; ++i) M[i] = mixes[2 * n + i] * hw.scale[2] + hw.base[2 * n + i];
-      for (int64_t i = 0; i < n; ++i) {
-        float mx = kNegInf;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, M[i * n + j]);
-        float sum = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          M[i * n + j] = std::exp(M[i * n + j] - mx);
-          sum += M[i * n + j];
-        }
-        for (int64_t j = 0; j < n; ++j) M[i * n + j] = M[i * n + j] / sum + eps;
-      }
-      auto col_norm = [&] {
-        for (int64_t j = 0; j < n; ++j) {
-          float s = 0;
-          for (int64_t i = 0; i < n; ++i) s += M[i * n + j];
-          for (int64_t i = 0; i < n; ++i) M[i * n + j] /= (s + eps);
-        }
-      };
-      auto row_norm = [&] {
-        for (int64_t i = 0; i < n; ++i) {
-          float s = 0;
-          for (int64_t j = 0; j < n; ++j) s += M[i * n + j];
-          for (int64_t j = 0; j < n; ++j) M[i * n + j] /= (s + eps);
-        }
-      };
-      col_norm();
-      for (int64_t it = 1; it < cfg->hc_sinkhorn_iters; ++it) {
-        row_norm();
-        col_norm();
-      }
-    });
+    dsv4::HcMixes(hw, dsv4::HcDimsOf(*cfg), X, T, pre, post, comb);
   }
   // x[t] = bf16(sum_s pre[t][s] * X[t][s]).
   void Collapse(const float* X, const float* pre, int64_t T, float* x) const {
-    const int64_t n = cfg->hc_mult, D = cfg->hidden_size;
-    ForRows(T, n * D, [&](int64_t t) {
-      for (int64_t k = 0; k < D; ++k) {
-        double acc = 0;
-        for (int64_t s = 0; s < n; ++s) acc += static_cast<double>(pre[t * n + s]) * X[(t * n + s) * D + k];
-        x[t * D + k] = static_cast<float>(acc);
-      }
-      R(x + t * D, D);
-    });
+    dsv4::HcCollapse(dsv4::HcDimsOf(*cfg), X, pre, T, bf16, x);
   }
   // X[t][j] = bf16(post[j] * y + sum_i comb[i][j] * X[t][i]).
   void HcPost(float* X, const float* y, const float* post, const float* comb, int64_t T) const {
-    const int64_t n = cfg->hc_mult, D = cfg->hidden_size;
-    ForRows(T, 2 * n * n * D, [&](int64_t t) {
-      std::vector<float> old(X + t * n * D, X + (t + 1) * n * D);
-      float* Xt = X + t * n * D;
-      const float* M = comb + t * n * n;
-      for (int64_t j = 0; j < n; ++j) {
-        for (int64_t k = 0; k < D; ++k) {
-          double acc = 0;
-          for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(M[i * n + j]) * old[i * D + k];
-          Xt[j * D + k] =
-              R1(static_cast<float>(static_cast<double>(post[t * n + j]) * y[t * D + k] + acc));
-        }
-      }
-    });
+    dsv4::HcPost(dsv4::HcDimsOf(*cfg), X, y, post, comb, T, bf16);
   }
 
   // ---------- Engram (§4.2) ----------
