@@ -17,6 +17,7 @@
 #include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_numerics.h"
 #include "model/deepseek_v4_rows.h"
+#include "model/deepseek_v4_softmax.h"
 
 namespace deepinfer::model {
 namespace dsv4 {
@@ -251,16 +252,7 @@ struct DeepseekV4Model::Impl {
               vals[nv++] = slot_a(first + i)[k];
             }
           }
-          float mx = kNegInf;
-          for (int64_t i = 0; i < nv; ++i) mx = std::max(mx, gates[i]);
-          float sum = 0;
-          for (int64_t i = 0; i < nv; ++i) {
-            gates[i] = std::exp(gates[i] - mx);
-            sum += gates[i];
-          }
-          double acc = 0;
-          for (int64_t i = 0; i < nv; ++i) acc += static_cast<double>(vals[i]) * (gates[i] / sum);
-          pooled[k] = static_cast<float>(acc);
+          pooled[k] = SoftmaxPool(gates.data(), vals.data(), nv);
         }
         R(pooled.data(), c);
         RmsNormRow(pooled.data(), cw.norm, c, row.data());
@@ -493,7 +485,7 @@ struct DeepseekV4Model::Impl {
     ThreadPool::Default()->ParallelFor(T, [&](int64_t tb, int64_t te) {
       std::vector<const float*> keys;
       std::vector<float> scores;
-      std::vector<double> acc(d);
+      std::vector<double> acc;
       for (int64_t t = tb; t < te; ++t) {
         const SeqCtx& s = b.seqs[b.seq_of[t]];
         const float* ring = StateAt(s, bi.state_window);
@@ -512,26 +504,10 @@ struct DeepseekV4Model::Impl {
               keys.push_back(comp.data() + (first_comp[si] + r) * d);
           }
         }
-        const int64_t nk = static_cast<int64_t>(keys.size());
-        scores.resize(nk);
         for (int64_t h = 0; h < H; ++h) {
-          const float* qh = q.data() + (t * H + h) * d;
-          float mx = kNegInf;
-          for (int64_t j = 0; j < nk; ++j) {
-            scores[j] = static_cast<float>(DotF64(qh, keys[j], d)) * scale;
-            mx = std::max(mx, scores[j]);
-          }
-          double denom = 0;
-          std::fill(acc.begin(), acc.end(), 0.0);
-          for (int64_t j = 0; j < nk; ++j) {
-            const float pj = std::exp(scores[j] - mx);
-            denom += pj;
-            const double pr = R1(pj);  // the reference rounds P to BF16 before P.V
-            for (int64_t i = 0; i < d; ++i) acc[i] += pr * keys[j][i];
-          }
-          denom += std::exp(aw.sink[h] - mx);
           float* oh = o.data() + (t * H + h) * d;
-          for (int64_t i = 0; i < d; ++i) oh[i] = R1(static_cast<float>(acc[i] / denom));
+          SinkAttentionHead(q.data() + (t * H + h) * d, keys, d, scale, aw.sink[h], bf16, &scores,
+                            &acc, oh);
           ApplyRope(oh + d - rd, static_cast<int>(rd), bi.freqs, p, true);
           R(oh + d - rd, rd);
         }

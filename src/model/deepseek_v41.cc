@@ -19,6 +19,7 @@
 #include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_numerics.h"
 #include "model/deepseek_v4_rows.h"
+#include "model/deepseek_v4_softmax.h"
 
 namespace deepinfer::model {
 namespace dsv41 {
@@ -373,16 +374,7 @@ struct DeepseekV41Model::Impl {
                 ga[i] = slot[d + k];
               }
             }
-            float mx = kNegInf;
-            for (int64_t i = 0; i < r; ++i) mx = std::max(mx, ga[i]);
-            float sum = 0;
-            for (int64_t i = 0; i < r; ++i) {
-              ga[i] = std::exp(ga[i] - mx);
-              sum += ga[i];
-            }
-            double acc = 0;
-            for (int64_t i = 0; i < r; ++i) acc += static_cast<double>(va[i]) * (ga[i] / sum);
-            pooled[k] = static_cast<float>(acc);
+            pooled[k] = dsv4::SoftmaxPool(ga.data(), va.data(), r);
           }
           R(pooled.data(), d);
           RmsNormRow(pooled.data(), aw.comp_norm, d, row.data());
@@ -671,7 +663,7 @@ struct DeepseekV41Model::Impl {
     ThreadPool::Default()->ParallelFor(NR, [&](int64_t rb, int64_t re) {
       std::vector<const float*> keys;
       std::vector<float> sc;
-      std::vector<double> acc(d);
+      std::vector<double> acc;
       for (int64_t row = rb; row < re; ++row) {
         const int32_t si = b.seq_of[row];
         const Seq& s = b.seqs[si];
@@ -691,26 +683,10 @@ struct DeepseekV41Model::Impl {
         if (A.selected != nullptr) {
           for (int32_t k : (*A.selected)[t]) keys.push_back(A.comp.data() + A.comp_at[k] * d);
         }
-        const int64_t nk = static_cast<int64_t>(keys.size());
-        sc.resize(nk);
         for (int64_t h = 0; h < H; ++h) {
-          const float* qh = q.data() + (row * H + h) * d;
-          float mx = kNegInf;
-          for (int64_t j = 0; j < nk; ++j) {
-            sc[j] = static_cast<float>(DotF64(qh, keys[j], d)) * scale;
-            mx = std::max(mx, sc[j]);
-          }
-          double denom = 0;
-          std::fill(acc.begin(), acc.end(), 0.0);
-          for (int64_t j = 0; j < nk; ++j) {
-            const float pj = std::exp(sc[j] - mx);
-            denom += pj;
-            const double pr = R1(pj);
-            for (int64_t i = 0; i < d; ++i) acc[i] += pr * keys[j][i];
-          }
-          denom += std::exp(aw.sink[h] - mx);
           float* oh = o.data() + (row * H + h) * d;
-          for (int64_t i = 0; i < d; ++i) oh[i] = R1(static_cast<float>(acc[i] / denom));
+          dsv4::SinkAttentionHead(q.data() + (row * H + h) * d, keys, d, scale, aw.sink[h], bf16,
+                                  &sc, &acc, oh);
           ApplyRope(oh + d - rd, static_cast<int>(rd), freqs[l], p, true);
           R(oh + d - rd, rd);
         }
