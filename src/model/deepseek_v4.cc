@@ -15,6 +15,7 @@
 #include "common/thread_pool.h"
 #include "model/deepseek_v4_kv_rows.h"
 #include "model/deepseek_v4_mhc.h"
+#include "model/deepseek_v4_moe.h"
 #include "model/deepseek_v4_numerics.h"
 #include "model/deepseek_v4_rows.h"
 #include "model/deepseek_v4_softmax.h"
@@ -558,19 +559,8 @@ struct DeepseekV4Model::Impl {
     Lin(ew.w3, x, M, up.data(), true);
     R(gate.data(), gate.size());
     R(up.data(), up.size());
-    const float lim = static_cast<float>(cfg->swiglu_limit);
-    for (int64_t r = 0; r < M; ++r) {
-      for (int64_t i = 0; i < I; ++i) {
-        float gv = gate[r * I + i], uv = up[r * I + i];
-        if (lim > 0) {
-          uv = std::clamp(uv, -lim, lim);
-          gv = std::min(gv, lim);
-        }
-        float h = gv / (1.0f + std::exp(-gv)) * uv;
-        if (row_weights != nullptr) h *= row_weights[r];
-        gate[r * I + i] = R1(h);
-      }
-    }
+    SwigluGateInPlace(gate.data(), up.data(), M, I, static_cast<float>(cfg->swiglu_limit),
+                      row_weights, bf16);
     Lin(ew.w2, gate.data(), M, y, true);
     R(y, M * D);
   }
@@ -598,12 +588,7 @@ struct DeepseekV4Model::Impl {
       if (mw.hash) {
         for (int64_t j = 0; j < K; ++j) idx[t * K + j] = mw.tid2eid[route_tokens[t] * K + j];
       } else {
-        std::vector<std::pair<float, int32_t>> b(E);
-        for (int64_t e = 0; e < E; ++e) b[e] = {sc[e] + mw.bias[e], static_cast<int32_t>(e)};
-        std::partial_sort(b.begin(), b.begin() + K, b.end(), [](const auto& x, const auto& y) {
-          return x.first > y.first || (x.first == y.first && x.second < y.second);
-        });
-        for (int64_t j = 0; j < K; ++j) idx[t * K + j] = b[j].second;
+        TopKBiasedExperts(sc, mw.bias.data(), E, K, idx.data() + t * K);
       }
     }
     TraceI(pfx + "ffn.experts", idx.data(), idx.size());
@@ -621,29 +606,12 @@ struct DeepseekV4Model::Impl {
       dbg->expert_weights.assign(wts.end() - K, wts.end());
     }
     // Group tokens by expert; accumulate in expert-id order (as the reference loop does).
-    std::vector<float> y(T * D, 0.f);
-    std::vector<std::vector<std::pair<int64_t, float>>> by_expert(E);
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t j = 0; j < K; ++j) by_expert[idx[t * K + j]].push_back({t, wts[t * K + j]});
-    }
-    std::vector<float> xg, rw, yg;
-    for (int64_t e = 0; e < E; ++e) {
-      const auto& list = by_expert[e];
-      if (list.empty()) continue;
-      const int64_t M = static_cast<int64_t>(list.size());
-      xg.resize(M * D);
-      rw.resize(M);
-      yg.resize(M * D);
-      for (int64_t r = 0; r < M; ++r) {
-        std::memcpy(xg.data() + r * D, xn + list[r].first * D, D * 4);
-        rw[r] = list[r].second;
-      }
-      Swiglu(mw.experts[e], xg.data(), M, rw.data(), yg.data());
-      for (int64_t r = 0; r < M; ++r) {
-        float* yt = y.data() + list[r].first * D;
-        for (int64_t k = 0; k < D; ++k) yt[k] += yg[r * D + k];
-      }
-    }
+    std::vector<float> y(T * D);
+    RunRoutedExperts(xn, T, D, E, K, idx.data(), wts.data(),
+                     [&](int64_t e, const float* xg, int64_t M, const float* rw, float* yg) {
+                       Swiglu(mw.experts[e], xg, M, rw, yg);
+                     },
+                     y.data());
     std::vector<float> sh(T * D);
     Swiglu(mw.shared, xn, T, nullptr, sh.data());
     for (int64_t i = 0; i < T * D; ++i) out[i] = R1(y[i] + sh[i]);

@@ -17,6 +17,7 @@
 #include "kernels/workspace.h"
 #include "model/deepseek_v41_formats.h"
 #include "model/deepseek_v4_mhc.h"
+#include "model/deepseek_v4_moe.h"
 #include "model/deepseek_v4_numerics.h"
 #include "model/deepseek_v4_rows.h"
 #include "model/deepseek_v4_softmax.h"
@@ -739,19 +740,8 @@ struct DeepseekV41Model::Impl {
     Lin(ew.w3, x, M, up.data(), true);
     R(gate.data(), gate.size());
     R(up.data(), up.size());
-    const float lim = static_cast<float>(cfg->swiglu_limit);
-    for (int64_t r = 0; r < M; ++r) {
-      for (int64_t i = 0; i < I; ++i) {
-        float gv = gate[r * I + i], uv = up[r * I + i];
-        if (lim > 0) {
-          uv = std::clamp(uv, -lim, lim);
-          gv = std::min(gv, lim);
-        }
-        float h = gv / (1.0f + std::exp(-gv)) * uv;
-        if (rw != nullptr) h *= rw[r];
-        gate[r * I + i] = R1(h);
-      }
-    }
+    dsv4::SwigluGateInPlace(gate.data(), up.data(), M, I, static_cast<float>(cfg->swiglu_limit),
+                            rw, bf16);
     Lin(ew.w2, gate.data(), M, y, true);
     R(y, M * D);
   }
@@ -772,12 +762,7 @@ struct DeepseekV41Model::Impl {
     std::vector<int32_t> ids(NR * K);
     for (int64_t t = 0; t < NR; ++t) {
       const std::vector<float>& bias = (!dspark && b.image[t]) ? mw.bias_vl : mw.bias;
-      std::vector<std::pair<float, int32_t>> bs(E);
-      for (int64_t e = 0; e < E; ++e) bs[e] = {sc[t * E + e] + bias[e], static_cast<int32_t>(e)};
-      std::partial_sort(bs.begin(), bs.begin() + K, bs.end(), [](const auto& x, const auto& y) {
-        return x.first > y.first || (x.first == y.first && x.second < y.second);
-      });
-      for (int64_t j = 0; j < K; ++j) ids[t * K + j] = bs[j].second;
+      dsv4::TopKBiasedExperts(sc.data() + t * E, bias.data(), E, K, ids.data() + t * K);
     }
     TraceI(pfx + "ffn.experts", ids.data(), ids.size());
     std::vector<float> wts(NR * K);
@@ -795,29 +780,12 @@ struct DeepseekV41Model::Impl {
       dbg->expert_weights.assign(wts.end() - K, wts.end());
     }
     // Each expert once over every row of the batch routed to it.
-    std::vector<float> y(NR * D, 0.f);
-    std::vector<std::vector<std::pair<int64_t, float>>> by_expert(E);
-    for (int64_t t = 0; t < NR; ++t) {
-      for (int64_t j = 0; j < K; ++j) by_expert[ids[t * K + j]].push_back({t, wts[t * K + j]});
-    }
-    std::vector<float> xg, rw, yg;
-    for (int64_t e = 0; e < E; ++e) {
-      const auto& list = by_expert[e];
-      if (list.empty()) continue;
-      const int64_t M = static_cast<int64_t>(list.size());
-      xg.resize(M * D);
-      rw.resize(M);
-      yg.resize(M * D);
-      for (int64_t r = 0; r < M; ++r) {
-        std::memcpy(xg.data() + r * D, xn + list[r].first * D, D * 4);
-        rw[r] = list[r].second;
-      }
-      Swiglu(mw.experts[e], xg.data(), M, rw.data(), yg.data());
-      for (int64_t r = 0; r < M; ++r) {
-        float* yt = y.data() + list[r].first * D;
-        for (int64_t k = 0; k < D; ++k) yt[k] += yg[r * D + k];
-      }
-    }
+    std::vector<float> y(NR * D);
+    dsv4::RunRoutedExperts(xn, NR, D, E, K, ids.data(), wts.data(),
+                           [&](int64_t e, const float* xg, int64_t M, const float* rw, float* yg) {
+                             Swiglu(mw.experts[e], xg, M, rw, yg);
+                           },
+                           y.data());
     std::vector<float> shv(NR * D);
     Swiglu(mw.shared, xn, NR, nullptr, shv.data());
     for (int64_t i = 0; i < NR * D; ++i) out[i] = R1(y[i] + shv[i]);
