@@ -14,6 +14,7 @@
 #include "common/step_trace.h"
 #include "common/thread_pool.h"
 #include "model/deepseek_v4_kv_rows.h"
+#include "model/deepseek_v4_chunk_check.h"
 #include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_moe.h"
 #include "model/deepseek_v4_numerics.h"
@@ -611,7 +612,7 @@ struct DeepseekV4Model::Impl {
                      [&](int64_t e, const float* xg, int64_t M, const float* rw, float* yg) {
                        Swiglu(mw.experts[e], xg, M, rw, yg);
                      },
-                     y.data());
+                     y.data(), ThreadPool::Default());
     std::vector<float> sh(T * D);
     Swiglu(mw.shared, xn, T, nullptr, sh.data());
     for (int64_t i = 0; i < T * D; ++i) out[i] = R1(y[i] + sh[i]);
@@ -766,45 +767,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
 
 absl::Status DeepseekV4Model::ValidateChunk(const SequenceChunk& chunk,
                                             const KvCacheView& kv) const {
-  const Config& c = cfg_;
-  const int64_t T = static_cast<int64_t>(chunk.tokens.size());
-  if (T == 0) return absl::InvalidArgumentError("DeepSeek-V4 forward: empty chunk");
-  if (chunk.start_pos < 0 || chunk.start_pos + T > c.max_position_embeddings) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DeepSeek-V4 forward: positions [", chunk.start_pos, ", ", chunk.start_pos + T,
-                     ") exceed max_position_embeddings ", c.max_position_embeddings));
-  }
-  for (int32_t tok : chunk.tokens) {
-    if (tok < 0 || tok >= c.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4 forward: token id ", tok,
-                                                     " outside vocabulary ", c.vocab_size));
-    }
-  }
-  if (chunk.state_slot < 0 || chunk.state_slot >= kv.num_state_slots || kv.state_base == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DeepSeek-V4 forward: bad state slot ", chunk.state_slot));
-  }
-  if (chunk.replay_start < 0 || chunk.replay_start > chunk.start_pos ||
-      chunk.replay_until < 0 || chunk.replay_start % kBlockTokens != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DeepSeek-V4 forward: bad replay range [", chunk.replay_start, ", ", chunk.replay_until,
-        ") for a chunk at ", chunk.start_pos, " (the start must be block-aligned and <= it)"));
-  }
-  if (!layout_.paged.empty()) {
-    const int64_t need = (chunk.start_pos + T + kBlockTokens - 1) / kBlockTokens;
-    if (static_cast<int64_t>(chunk.block_table.size()) < need) {
-      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4 forward: block table has ",
-                                                     chunk.block_table.size(), " entries, need ",
-                                                     need));
-    }
-    for (int64_t i = 0; i < need; ++i) {
-      if (chunk.block_table[i] < 0 || chunk.block_table[i] >= kv.num_blocks) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("DeepSeek-V4 forward: block id ", chunk.block_table[i], " out of range"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return ValidateForwardChunk("DeepSeek-V4", chunk, kv, layout_, cfg_.max_position_embeddings,
+                              cfg_.vocab_size);
 }
 
 absl::Status DeepseekV4Model::Run(std::span<const SequenceChunk> chunks, const KvCacheView& kv,
@@ -817,11 +781,7 @@ absl::Status DeepseekV4Model::Run(std::span<const SequenceChunk> chunks, const K
     RETURN_IF_ERROR(ValidateChunk(chunk, kv));
     slots.push_back(chunk.state_slot);
   }
-  std::sort(slots.begin(), slots.end());
-  if (auto dup = std::adjacent_find(slots.begin(), slots.end()); dup != slots.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DeepSeek-V4 forward: state slot ", *dup, " used by two chunks of one batch"));
-  }
+  RETURN_IF_ERROR(CheckDistinctStateSlots("DeepSeek-V4", std::move(slots)));
 
   Impl& im = *impl_;
   // The hooks observe [chunk tokens, ...] arrays of one chunk; a multi-chunk batch skips them.

@@ -16,6 +16,7 @@
 #include "kernels/linear_fp8_blocks.h"
 #include "kernels/workspace.h"
 #include "model/deepseek_v41_formats.h"
+#include "model/deepseek_v4_chunk_check.h"
 #include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_moe.h"
 #include "model/deepseek_v4_numerics.h"
@@ -27,12 +28,14 @@ namespace dsv41 {
 namespace {
 
 using dsv4::ApplyRope;
+using dsv4::CheckDistinctStateSlots;
 using dsv4::DotF64;
 using dsv4::E4M3ToF32;
 using dsv4::ForRows;
 using dsv4::RopeFrequencies;
 using dsv4::RoundBf16;
 using dsv4::Sigmoid;
+using dsv4::ValidateForwardChunk;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -785,7 +788,7 @@ struct DeepseekV41Model::Impl {
                            [&](int64_t e, const float* xg, int64_t M, const float* rw, float* yg) {
                              Swiglu(mw.experts[e], xg, M, rw, yg);
                            },
-                           y.data());
+                           y.data(), ThreadPool::Default());
     std::vector<float> shv(NR * D);
     Swiglu(mw.shared, xn, NR, nullptr, shv.data());
     for (int64_t i = 0; i < NR * D; ++i) out[i] = R1(y[i] + shv[i]);
@@ -1383,45 +1386,8 @@ absl::Status DeepseekV41Model::ProposeDraftsImpl(int64_t start_pos, std::span<co
 
 absl::Status DeepseekV41Model::ValidateChunk(const SequenceChunk& chunk,
                                              const KvCacheView& kv) const {
-  const Config& c = cfg_;
-  const int64_t T = static_cast<int64_t>(chunk.tokens.size());
-  if (T == 0) return absl::InvalidArgumentError("DeepSeek-V4.1 forward: empty chunk");
-  if (chunk.start_pos < 0 || chunk.start_pos + T > c.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DeepSeek-V4.1 forward: positions [", chunk.start_pos, ", ", chunk.start_pos + T,
-        ") exceed max_position_embeddings ", c.max_position_embeddings));
-  }
-  for (int32_t tok : chunk.tokens) {
-    if (tok < 0 || tok >= c.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4.1 forward: token id ", tok,
-                                                     " outside vocabulary ", c.vocab_size));
-    }
-  }
-  if (chunk.state_slot < 0 || chunk.state_slot >= kv.num_state_slots || kv.state_base == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DeepSeek-V4.1 forward: bad state slot ", chunk.state_slot));
-  }
-  if (chunk.replay_start < 0 || chunk.replay_start > chunk.start_pos || chunk.replay_until < 0 ||
-      chunk.replay_start % kBlockTokens != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DeepSeek-V4.1 forward: bad replay range [", chunk.replay_start, ", ", chunk.replay_until,
-        ") for a chunk at ", chunk.start_pos, " (the start must be block-aligned and <= it)"));
-  }
-  if (!layout_.paged.empty()) {
-    const int64_t need = (chunk.start_pos + T + kBlockTokens - 1) / kBlockTokens;
-    if (static_cast<int64_t>(chunk.block_table.size()) < need) {
-      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4.1 forward: block table has ",
-                                                     chunk.block_table.size(), " entries, need ",
-                                                     need));
-    }
-    for (int64_t i = 0; i < need; ++i) {
-      if (chunk.block_table[i] < 0 || chunk.block_table[i] >= kv.num_blocks) {
-        return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4.1 forward: block id ",
-                                                       chunk.block_table[i], " out of range"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return ValidateForwardChunk("DeepSeek-V4.1", chunk, kv, layout_, cfg_.max_position_embeddings,
+                              cfg_.vocab_size);
 }
 
 absl::Status DeepseekV41Model::Forward(const ForwardBatch& batch, const KvCacheView& kv,
@@ -1457,11 +1423,7 @@ absl::Status DeepseekV41Model::ForwardWithImages(const ForwardBatch& batch,
       }
     }
   }
-  std::sort(slots.begin(), slots.end());
-  if (auto dup = std::adjacent_find(slots.begin(), slots.end()); dup != slots.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4.1 forward: state slot ", *dup,
-                                                   " used by two chunks of one batch"));
-  }
+  RETURN_IF_ERROR(CheckDistinctStateSlots("DeepSeek-V4.1", std::move(slots)));
   Impl& im = *impl_;
   const bool hooks = batch.chunks.size() == 1;
   im.tracer = hooks ? tracer_ : nullptr;
