@@ -3,19 +3,25 @@
 // the demo preset's health, and load errors naming the bad tensor.
 #include "model/deepseek_v4.h"
 
+#include <atomic>
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "common/config.h"
 #include "common/status.h"
 #include "common/status_matchers.h"
+#include "common/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/ops.h"
 #include "model/checkpoint.h"
 #include "model/deepseek_v4_make_test_model.h"
+#include "model/deepseek_v4_moe.h"
 #include "model/deepseek_v4_reference.h"
 #include "model/deepseek_v4_weights.h"
 #include "model/model.h"
@@ -296,6 +302,65 @@ TEST(DsV4Invariants, BatchRejectsSharedStateSlot) {
 
 // The demo preset (vocab 129280, window 128, ratios 4 and 128) loads, keeps healthy activations
 // over a 300-token prompt and decodes.
+// RunRoutedExperts hands whole experts to the pool's threads when there are many (decode
+// batches): every expert still runs exactly once over exactly its rows, and each row's sum is
+// the expert-id-ordered sum a plain loop computes, bitwise, with or without the pool.
+TEST(DsV4Moe, RoutedExpertsOnThePoolEqualTheSerialSumBitwise) {
+  ThreadPool pool(2);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const int64_t D = 24, E = 16, K = 3;
+  for (int64_t T : {1, 2, 5, 16}) {
+    std::vector<float> xn(T * D), wts(T * K);
+    std::vector<int32_t> ids(T * K);
+    for (float& v : xn) v = nd(rng);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int32_t> all(E);
+      for (int32_t e = 0; e < E; ++e) all[e] = e;
+      std::shuffle(all.begin(), all.end(), rng);
+      for (int64_t j = 0; j < K; ++j) {
+        ids[t * K + j] = all[j];
+        wts[t * K + j] = std::abs(nd(rng));
+      }
+    }
+    // A nonlinear expert whose output depends on the expert id, the row and its route weight.
+    auto expert_out = [&](int64_t e, const float* x, float w, int64_t k) {
+      return std::tanh(x[k] * (1.0f + 0.1f * e)) * w + 0.01f * e;
+    };
+    // Expected: for each row, its experts' outputs added in increasing expert id, from 0.
+    std::vector<float> want(T * D, 0.0f);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<std::pair<int32_t, float>> mine;
+      for (int64_t j = 0; j < K; ++j) mine.push_back({ids[t * K + j], wts[t * K + j]});
+      std::sort(mine.begin(), mine.end());
+      for (const auto& [e, w] : mine) {
+        for (int64_t k = 0; k < D; ++k) want[t * D + k] += expert_out(e, &xn[t * D], w, k);
+      }
+    }
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<std::atomic<int>> calls(E);
+      std::vector<float> y(T * D, -1.0f);
+      RunRoutedExperts(
+          xn.data(), T, D, E, K, ids.data(), wts.data(),
+          [&](int64_t e, const float* xg, int64_t M, const float* rw, float* yg) {
+            ++calls[e];
+            for (int64_t r = 0; r < M; ++r) {
+              for (int64_t k = 0; k < D; ++k) yg[r * D + k] = expert_out(e, xg + r * D, rw[r], k);
+            }
+          },
+          y.data(), p);
+      for (int64_t e = 0; e < E; ++e) {
+        const int64_t rows = std::count(ids.begin(), ids.end(), static_cast<int32_t>(e));
+        EXPECT_EQ(calls[e].load(), rows > 0 ? 1 : 0) << "expert " << e << " T " << T;
+      }
+      for (int64_t i = 0; i < T * D; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want[i]))
+            << "T " << T << " i " << i << (p != nullptr ? " pool" : " serial");
+      }
+    }
+  }
+}
+
 TEST(DsV4MakeTestModel, DemoPresetIsHealthy) {
   const std::string dir = TempDir("demo");
   ASSERT_OK_AND_ASSIGN(Config c, TestModelPreset("demo"));
