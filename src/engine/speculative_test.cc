@@ -28,6 +28,7 @@
 #include "engine/speculative/drafter.h"
 #include "engine/testing/engine_test_util.h"
 #include "engine/testing/fake_model.h"
+#include "engine/testing/speculative_testing.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "structured/compiler.h"
@@ -40,8 +41,11 @@ namespace fs = std::filesystem;
 using ::deepinfer::engine::testing::FakeModel;
 using ::deepinfer::engine::testing::FakeModelOptions;
 using ::deepinfer::engine::testing::Greedy;
+using ::deepinfer::engine::testing::LoadSharedModel;
 using ::deepinfer::engine::testing::MakePrompts;
+using ::deepinfer::engine::testing::OracleDrafter;
 using ::deepinfer::engine::testing::ReferenceGreedy;
+using ::deepinfer::engine::testing::SchedulingCase;
 
 // --- Drafters -------------------------------------------------------------------------------
 
@@ -67,39 +71,6 @@ TEST(NgramDrafterTest, ProposesTheContinuationOfTheMostRecentEarlierOccurrence) 
   ctx.tokens = tail;
   EXPECT_EQ(d.Propose(ctx, 5), (std::vector<int32_t>{4, 3}));
 }
-
-// The FakeModel's greedy continuation of ctx.tokens (the oracle drafter of spec §7.1), with the
-// draft at index `corrupt` (if < k) replaced by another token.
-class OracleDrafter : public Drafter {
- public:
-  OracleDrafter(const FakeModelOptions& mo, int corrupt) : ref_(mo), corrupt_(corrupt) {}
-  std::vector<int32_t> Propose(const DraftContext& ctx, int max_tokens) override {
-    std::vector<int32_t> seq(ctx.tokens.begin(), ctx.tokens.end());
-    std::vector<int32_t> out;
-    const int64_t vocab = ref_.info().vocab_size;
-    for (int j = 0; j < max_tokens; ++j) {
-      std::vector<float> row = ref_.ReferenceLogits(seq, /*all_rows=*/false);
-      int32_t t = static_cast<int32_t>(std::max_element(row.begin(), row.begin() + vocab) -
-                                       row.begin());
-      if (j == corrupt_) t = static_cast<int32_t>((t + 7) % vocab);
-      out.push_back(t);
-      seq.push_back(t);
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    ++calls_;
-    return out;
-  }
-  int calls() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return calls_;
-  }
-
- private:
-  const FakeModel ref_;
-  const int corrupt_;
-  std::mutex mu_;
-  int calls_ = 0;
-};
 
 // Random drafts from a seeded stream (any drafter is lossless under sample-and-compare).
 class RandomDrafter : public Drafter {
@@ -186,12 +157,7 @@ std::vector<Collected> RunAll(Engine& engine, const std::vector<std::vector<int3
 
 // --- E2 greedy losslessness, E8 rollback (FakeModel) ------------------------------------------
 
-struct SpecCase {
-  bool async;
-  bool with_state;
-};
-
-class SpecFakeTest : public ::testing::TestWithParam<SpecCase> {};
+class SpecFakeTest : public ::testing::TestWithParam<SchedulingCase> {};
 
 // Every draft length 1..5 and every corruption position (k = no corruption): the output equals
 // the cache-free greedy reference. With the corruption at j the step accepts exactly j drafts,
@@ -311,13 +277,8 @@ TEST_P(SpecFakeTest, MixedBatchAndSampledRequestsEqualSpeculationOff) {
   // sampled token equals a random draft now and then on a 64-token vocabulary).
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, SpecFakeTest,
-                         ::testing::Values(SpecCase{false, true}, SpecCase{true, true},
-                                           SpecCase{false, false}, SpecCase{true, false}),
-                         [](const auto& info) {
-                           return std::string(info.param.async ? "Async" : "Sync") +
-                                  (info.param.with_state ? "State" : "NoState");
-                         });
+INSTANTIATE_TEST_SUITE_P(Modes, SpecFakeTest, ::testing::ValuesIn(testing::kSchedulingCases),
+                         testing::SchedulingCaseName<::testing::TestParamInfo<SchedulingCase>>);
 
 // --- E10 finishing inside an accepted block -----------------------------------------------------
 
@@ -390,20 +351,6 @@ TEST(SpecConfigTest, BadSettingsAreClearErrors) {
 
 const fs::path kShared = fs::path(DEEPINFER_SHARED_DIR);
 
-// Loads ../shared/models/<name> with row-invariant kernels (spec §7.1), or returns null.
-std::unique_ptr<model::CausalLM> LoadShared(const std::string& name) {
-  const fs::path dir = kShared / "models" / name;
-  if (!fs::exists(dir / "config.json")) return nullptr;
-  EnvConfig env = Env();
-  env.batch_invariant = true;
-  SetEnvConfigForTesting(env);
-  model::LoadOptions lo;
-  lo.show_progress = false;
-  auto m = model::LoadModel(dir.string(), lo);
-  CHECK(m.ok()) << m.status();
-  return std::move(*m);
-}
-
 struct ModelRun {
   std::vector<std::vector<int32_t>> tokens;
   EngineStats stats;
@@ -416,7 +363,7 @@ ModelRun RunModel(const std::string& name, const std::vector<std::vector<int32_t
   config.kv_memory_bytes = 256 << 20;
   config.async_scheduling = async;
   config.speculative = std::move(spec);
-  auto engine = Engine::Create(LoadShared(name), config);
+  auto engine = Engine::Create(LoadSharedModel(name), config);
   CHECK(engine.ok()) << engine.status();
   ModelRun r;
   for (Collected& c : RunAll(**engine, prompts, params)) r.tokens.push_back(c.tokens);
@@ -559,12 +506,13 @@ TEST(SpecModelTest, Dsv4TinyMtpGreedyEqualsSpeculationOff) {
   two.num_speculative_tokens = 6;  // k <= 5: the ring's spare slots (chains: speculative_mtp_test)
   EngineConfig config;
   config.speculative = two;
-  EXPECT_FALSE(Engine::Create(LoadShared("dsv4-tiny-a"), config).ok()) << "MTP drafts <= 5";
+  EXPECT_FALSE(Engine::Create(LoadSharedModel("dsv4-tiny-a"), config).ok()) << "MTP drafts <= 5";
   EngineConfig on_llama;
   on_llama.speculative.method = SpeculativeConfig::Method::kMtp;
   on_llama.speculative.num_speculative_tokens = 1;
   if (fs::exists(kShared / "models/stories260K/config.json")) {
-    EXPECT_FALSE(Engine::Create(LoadShared("stories260K"), on_llama).ok()) << "Llama has no MTP";
+    EXPECT_FALSE(Engine::Create(LoadSharedModel("stories260K"), on_llama).ok())
+        << "Llama has no MTP";
   }
 }
 
@@ -574,7 +522,7 @@ TEST(SpecModelTest, Dsv4TinyMtpGreedyEqualsSpeculationOff) {
 TEST(SpecModelTest, Dsv4TinyMtpLogitsThroughTheServingInterfaceMatchGolden) {
   const fs::path golden = kShared / "golden/dsv4-tiny-a";
   if (!fs::exists(golden / "prompt_040.json")) GTEST_SKIP() << "no goldens";
-  std::unique_ptr<model::CausalLM> m = LoadShared("dsv4-tiny-a");
+  std::unique_ptr<model::CausalLM> m = LoadSharedModel("dsv4-tiny-a");
   const model::KvLayout& layout = m->kv_layout();
   for (const char* name : {"prompt_040.json", "prompt_300.json"}) {
     std::ifstream in(golden / name);
@@ -654,7 +602,7 @@ class JumpForwardTest : public ::testing::Test {
     cfg.speculative = std::move(spec);
     // One request at a time: the forward count is then the request's own.
     cfg.max_num_seqs = 1;
-    auto llm = LLM::Create(LoadShared("stories260K"), cfg, *tokenizer_);
+    auto llm = LLM::Create(LoadSharedModel("stories260K"), cfg, *tokenizer_);
     CHECK(llm.ok()) << llm.status();
     std::vector<SamplingParams> params(seeds);
     for (int s = 0; s < seeds; ++s) {
@@ -771,7 +719,7 @@ TEST_F(JumpForwardTest, WithNgramSpeculationEqualsJumpForwardAlone) {
 TEST_F(JumpForwardTest, ForcedTokensSpellTheForcedTextAndHoldBackAPrefixOfALongerToken) {
   EngineConfig cfg;
   cfg.kv_memory_bytes = 32 << 20;
-  auto llm = LLM::Create(LoadShared("stories260K"), cfg, *tokenizer_);
+  auto llm = LLM::Create(LoadSharedModel("stories260K"), cfg, *tokenizer_);
   ASSERT_OK(llm.status());
   structured::ConstraintSpec spec;
   spec.kind = structured::ConstraintSpec::Kind::kRegex;

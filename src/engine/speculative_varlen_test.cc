@@ -25,6 +25,7 @@
 #include "engine/speculative/verify_planner.h"
 #include "engine/testing/engine_test_util.h"
 #include "engine/testing/fake_model.h"
+#include "engine/testing/speculative_testing.h"
 #include "gtest/gtest.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -37,32 +38,9 @@ using ::deepinfer::engine::testing::FakeModel;
 using ::deepinfer::engine::testing::FakeModelOptions;
 using ::deepinfer::engine::testing::Greedy;
 using ::deepinfer::engine::testing::MakePrompts;
+using ::deepinfer::engine::testing::OracleDrafter;
 using ::deepinfer::engine::testing::ReferenceGreedy;
-
-// The FakeModel's greedy continuation with the draft at index `corrupt` (if < k) replaced: the
-// acceptance statistics then give c_j ≈ 1 before `corrupt` and ≈ 0 at it, so the planner trims.
-class OracleDrafter : public Drafter {
- public:
-  OracleDrafter(const FakeModelOptions& mo, int corrupt) : ref_(mo), corrupt_(corrupt) {}
-  std::vector<int32_t> Propose(const DraftContext& ctx, int max_tokens) override {
-    std::vector<int32_t> seq(ctx.tokens.begin(), ctx.tokens.end());
-    std::vector<int32_t> out;
-    const int64_t vocab = ref_.info().vocab_size;
-    for (int j = 0; j < max_tokens; ++j) {
-      std::vector<float> row = ref_.ReferenceLogits(seq, /*all_rows=*/false);
-      int32_t t =
-          static_cast<int32_t>(std::max_element(row.begin(), row.begin() + vocab) - row.begin());
-      if (j == corrupt_) t = static_cast<int32_t>((t + 7) % vocab);
-      out.push_back(t);
-      seq.push_back(t);
-    }
-    return out;
-  }
-
- private:
-  const FakeModel ref_;
-  const int corrupt_;
-};
+using ::deepinfer::engine::testing::SchedulingCase;
 
 struct VarlenRun {
   std::vector<std::vector<int32_t>> tokens;
@@ -162,12 +140,7 @@ void ExpectStaleRowsAreTwoStepsOld(const std::vector<VarlenStepTrace>& traces) {
   EXPECT_GT(checked, 0) << "no step used a stale row";
 }
 
-struct VarlenCase {
-  bool async;
-  bool with_state;
-};
-
-class VarlenFakeTest : public ::testing::TestWithParam<VarlenCase> {};
+class VarlenFakeTest : public ::testing::TestWithParam<SchedulingCase> {};
 
 // E2 + E12: greedy outputs equal the cache-free reference and speculation off under off / sync /
 // async verification for k = 2..5 and every corruption position; the async planner's inputs are
@@ -276,13 +249,8 @@ TEST_P(VarlenFakeTest, SampledOutputsEqualSpeculationOffUnderEveryPolicy) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, VarlenFakeTest,
-                         ::testing::Values(VarlenCase{false, true}, VarlenCase{true, true},
-                                           VarlenCase{false, false}, VarlenCase{true, false}),
-                         [](const auto& info) {
-                           return std::string(info.param.async ? "Async" : "Sync") +
-                                  (info.param.with_state ? "State" : "NoState");
-                         });
+INSTANTIATE_TEST_SUITE_P(Modes, VarlenFakeTest, ::testing::ValuesIn(testing::kSchedulingCases),
+                         testing::SchedulingCaseName<::testing::TestParamInfo<SchedulingCase>>);
 
 // The min-concurrency gate sends steps with fewer speculating sequences to full blocks; no
 // cost table falls back to verify-all and is counted.
