@@ -125,13 +125,7 @@ struct DeepseekV4Model::Impl {
 
   // Weighted RMSNorm of one row (FP32 math, output rounded).
   void RmsNormRow(const float* xr, const std::vector<float>& w, int64_t dim, float* yr) const {
-    const float eps = static_cast<float>(cfg->rms_eps);
-    double ss = 0;
-    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    const float var = static_cast<float>(ss / dim);
-    const float rs = 1.0f / std::sqrt(var + eps);
-    for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * rs);
-    R(yr, dim);
+    WeightedRmsNormRow(xr, w.data(), dim, static_cast<float>(cfg->rms_eps), bf16, yr);
   }
   void RmsNorm(const float* x, const std::vector<float>& w, int64_t rows, int64_t dim,
                float* y) const {
@@ -661,13 +655,7 @@ struct DeepseekV4Model::Impl {
       TraceF(pfx + (site == 0 ? "X_mid" : "X"), X, T * n * D);
     }
     if (dbg != nullptr) {
-      const float* Xl = X + (T - 1) * n * D;
-      for (int64_t st = 0; st < n; ++st) {
-        double ss = 0;
-        for (int64_t k = 0; k < D; ++k) ss += static_cast<double>(Xl[st * D + k]) * Xl[st * D + k];
-        dbg->stream_rms.push_back(static_cast<float>(std::sqrt(ss / D)));
-      }
-      dbg->stream0_first8.assign(Xl, Xl + std::min<int64_t>(8, D));
+      LastRowStreamStats(HcDimsOf(c), X, T, &dbg->stream_rms, &dbg->stream0_first8);
     }
   }
 };

@@ -197,11 +197,7 @@ struct DeepseekV41Model::Impl {
   }
 
   void RmsNormRow(const float* xr, const std::vector<float>& wt, int64_t dim, float* yr) const {
-    double ss = 0;
-    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    const float rs = 1.0f / std::sqrt(static_cast<float>(ss / dim) + static_cast<float>(cfg->rms_eps));
-    for (int64_t i = 0; i < dim; ++i) yr[i] = wt[i] * (xr[i] * rs);
-    R(yr, dim);
+    dsv4::WeightedRmsNormRow(xr, wt.data(), dim, static_cast<float>(cfg->rms_eps), bf16, yr);
   }
   void RmsNorm(const float* x, const std::vector<float>& wt, int64_t rows, int64_t dim,
                float* y) const {
@@ -850,13 +846,7 @@ struct DeepseekV41Model::Impl {
     TraceF(pfx + "X", X, T * n * D);
     std::memcpy(pre_mix, fpre.data(), T * n * 4);
     if (dbg != nullptr) {
-      const float* Xl = X + (T - 1) * n * D;
-      for (int64_t st = 0; st < n; ++st) {
-        double ss = 0;
-        for (int64_t k = 0; k < D; ++k) ss += static_cast<double>(Xl[st * D + k]) * Xl[st * D + k];
-        dbg->stream_rms.push_back(static_cast<float>(std::sqrt(ss / D)));
-      }
-      dbg->stream0_first8.assign(Xl, Xl + std::min<int64_t>(8, D));
+      dsv4::LastRowStreamStats(dsv4::HcDimsOf(c), X, T, &dbg->stream_rms, &dbg->stream0_first8);
     }
   }
 

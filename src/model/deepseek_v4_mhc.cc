@@ -108,4 +108,16 @@ void HcPost(const HcDims& h, float* X, const float* y, const float* post, const 
   });
 }
 
+void LastRowStreamStats(const HcDims& h, const float* X, int64_t T, std::vector<float>* rms,
+                        std::vector<float>* first8) {
+  const int64_t n = h.n, D = h.D;
+  const float* Xl = X + (T - 1) * n * D;
+  for (int64_t st = 0; st < n; ++st) {
+    double ss = 0;
+    for (int64_t k = 0; k < D; ++k) ss += static_cast<double>(Xl[st * D + k]) * Xl[st * D + k];
+    rms->push_back(static_cast<float>(std::sqrt(ss / D)));
+  }
+  first8->assign(Xl, Xl + std::min<int64_t>(8, D));
+}
+
 }  // namespace deepinfer::model::dsv4

@@ -8,6 +8,7 @@
 #define DEEPINFER_MODEL_DEEPSEEK_V4_MHC_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "model/deepseek_v4_weights.h"
 
@@ -43,6 +44,11 @@ void HcCollapse(const HcDims& h, const float* X, const float* pre, int64_t T, bo
 // BF16 when `bf16`. X [T, n, D] updated in place, y [T, D], post [T, n], comb [T, n, n].
 void HcPost(const HcDims& h, float* X, const float* y, const float* post, const float* comb,
             int64_t T, bool bf16);
+
+// Debug summary of the last row of the streams X [T, n, D] (BlockDebug): appends each stream's
+// RMS (FP64 mean of squares) to `rms` and sets `first8` to the first 8 values of stream 0.
+void LastRowStreamStats(const HcDims& h, const float* X, int64_t T, std::vector<float>* rms,
+                        std::vector<float>* first8);
 
 }  // namespace deepinfer::model::dsv4
 

@@ -1,6 +1,6 @@
 // Row-wise building blocks shared by the DeepSeek-V4 and V4.1 forwards (deepseek_v4.cc,
-// deepseek_v41.cc): the fixed-order FP64 dot product, the logistic function and the row loop
-// that hands big enough work to the kernel pool. Both models' goldens depend on these exact
+// deepseek_v41.cc): the fixed-order FP64 dot product, the logistic function, the weighted
+// RMSNorm of a row and the row loop that hands big enough work to the kernel pool. Both models' goldens depend on these exact
 // summation orders, so one definition serves both.
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V4_ROWS_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V4_ROWS_H_
@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "common/thread_pool.h"
+#include "model/deepseek_v4_numerics.h"
 
 namespace deepinfer::model::dsv4 {
 
@@ -26,6 +27,20 @@ inline double DotF64(const float* a, const float* b, int64_t n) {
   }
   for (int j = 0; i < n; ++i, ++j) s[j] += static_cast<double>(a[i]) * b[i];
   return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+// Weighted RMSNorm of one row of `dim` values: y[i] = w[i] * (x[i] * rs) with
+// rs = 1 / sqrt(fp32(sum x^2 / dim) + eps) (FP64 sum of squares), rounded to BF16 when `bf16`.
+inline void WeightedRmsNormRow(const float* x, const float* w, int64_t dim, float eps, bool bf16,
+                               float* y) {
+  double ss = 0;
+  for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float var = static_cast<float>(ss / dim);
+  const float rs = 1.0f / std::sqrt(var + eps);
+  for (int64_t i = 0; i < dim; ++i) y[i] = w[i] * (x[i] * rs);
+  if (bf16) {
+    for (int64_t i = 0; i < dim; ++i) y[i] = RoundBf16(y[i]);
+  }
 }
 
 // Runs fn(r) for r in [0, n) on the kernel pool when the work is big enough to pay for the
