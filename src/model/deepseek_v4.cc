@@ -645,10 +645,12 @@ struct DeepseekV4Model::Impl {
       if (site == 0) {
         RmsNorm(x.data(), bw.attn_norm, T, D, xn.data());
         TraceF(pfx + "attn_norm.out", xn.data(), xn.size());
+        TraceSpan span("attention");  // `deepinfer bench --trace`, inside the layer's span
         Attention(bw, bi, pfx, xn.data(), b, y.data(), dbg);
       } else {
         RmsNorm(x.data(), bw.ffn_norm, T, D, xn.data());
         TraceF(pfx + "ffn_norm.out", xn.data(), xn.size());
+        TraceSpan span("moe");
         Moe(bw, pfx, xn.data(), T, route_tokens, y.data(), dbg);
       }
       HcPost(X, y.data(), post.data(), comb.data(), T);

@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/step_trace.h"
 #include "common/thread_pool.h"
 #include "kernels/linear_fp8_blocks.h"
 #include "kernels/workspace.h"
@@ -830,7 +831,10 @@ struct DeepseekV41Model::Impl {
     Collapse(X, pre_mix, T, x.data());
     RmsNorm(x.data(), w->blocks[l].attn_norm, T, D, xn.data());
     TraceF(pfx + "attn_norm.out", xn.data(), xn.size());
-    Attention(l, b, xn.data(), y.data(), pfx, dbg);
+    {
+      TraceSpan span("attention");  // `deepinfer bench --trace`, inside the layer's span
+      Attention(l, b, xn.data(), y.data(), pfx, dbg);
+    }
     HcPost(X, y.data(), apost.data(), acomb.data(), T);
     TraceF(pfx + "X_mid", X, T * n * D);
     std::vector<float> fpre(T * n), fpost(T * n), fcomb(T * n * n);
@@ -841,7 +845,10 @@ struct DeepseekV41Model::Impl {
     Collapse(X, apre.data(), T, x.data());
     RmsNorm(x.data(), w->blocks[l].ffn_norm, T, D, xn.data());
     TraceF(pfx + "ffn_norm.out", xn.data(), xn.size());
-    Moe(l, b, xn.data(), dspark, y.data(), pfx, dbg);
+    {
+      TraceSpan span("moe");
+      Moe(l, b, xn.data(), dspark, y.data(), pfx, dbg);
+    }
     HcPost(X, y.data(), fpost.data(), fcomb.data(), T);
     TraceF(pfx + "X", X, T * n * D);
     std::memcpy(pre_mix, fpre.data(), T * n * 4);
@@ -1061,6 +1068,7 @@ struct DeepseekV41Model::Impl {
         live = std::move(nlive);
         if (b.rows == 0) break;
       }
+      TraceSpan layer_span("layer");  // `deepinfer bench --trace`: one span per layer
       Block(l, b, X.data(), pre_mix.data(), want_features ? &features : nullptr);
     }
     if (want_features) TraceF("dspark.main_hidden", features.data(), features.size());
