@@ -27,6 +27,7 @@
 #include "common/status_matchers.h"
 #include "engine/engine.h"
 #include "engine/testing/engine_test_util.h"
+#include "engine/testing/speculative_testing.h"
 #include "gtest/gtest.h"
 #include "model/deepseek_v41.h"
 #include "model/deepseek_v41_make_test_model.h"
@@ -50,17 +51,11 @@ const fs::path kTinyA = kShared / "models/dsv41-tiny-a";
 // (so that a fresh recompute over a longer history sees the same decoder windows), or null.
 std::unique_ptr<model::CausalLM> LoadV41(const fs::path& dir) {
   if (!fs::exists(dir / "config.json")) return nullptr;
-  EnvConfig env = Env();
-  env.batch_invariant = true;
-  SetEnvConfigForTesting(env);
-  model::LoadOptions lo;
-  lo.show_progress = false;
-  auto m = model::LoadModel(dir.string(), lo);
-  CHECK(m.ok()) << m.status();
-  auto* v41 = dynamic_cast<DeepseekV41Model*>(m->get());
+  std::unique_ptr<model::CausalLM> m = testing::LoadBatchInvariant(dir);
+  auto* v41 = dynamic_cast<DeepseekV41Model*>(m.get());
   CHECK(v41 != nullptr) << dir << " is not a DeepSeek-V4.1 checkpoint";
   v41->set_prefill_truncation(false, 0);
-  return std::move(*m);
+  return m;
 }
 
 // A V4.1 preset of `deepinfer make-test-model --arch deepseek_v41` ("tiny", "demo"), written

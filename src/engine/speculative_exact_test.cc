@@ -32,6 +32,7 @@
 #include "engine/llm.h"
 #include "engine/speculative/drafter.h"
 #include "engine/testing/engine_test_util.h"
+#include "engine/testing/speculative_testing.h"
 #include "gtest/gtest.h"
 #include "model/kv_layout.h"
 #include "model/model.h"
@@ -43,22 +44,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::deepinfer::engine::testing::Greedy;
+using ::deepinfer::engine::testing::LoadSharedModel;
 
 const fs::path kShared = fs::path(DEEPINFER_SHARED_DIR);
-
-// Loads ../shared/models/<name> with row-invariant kernels, or returns null.
-std::unique_ptr<model::CausalLM> LoadShared(const std::string& name) {
-  const fs::path dir = kShared / "models" / name;
-  if (!fs::exists(dir / "config.json")) return nullptr;
-  EnvConfig env = Env();
-  env.batch_invariant = true;
-  SetEnvConfigForTesting(env);
-  model::LoadOptions lo;
-  lo.show_progress = false;
-  auto m = model::LoadModel(dir.string(), lo);
-  CHECK(m.ok()) << m.status();
-  return std::move(*m);
-}
 
 // --- E1 -------------------------------------------------------------------------------------
 
@@ -173,7 +161,7 @@ std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint64_t seed) {
 class DecodeVerifyTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(DecodeVerifyTest, VerifyRowsEqualDecodeStepsBitwise) {
-  std::unique_ptr<model::CausalLM> m = LoadShared(GetParam());
+  std::unique_ptr<model::CausalLM> m = LoadSharedModel(GetParam());
   if (m == nullptr) GTEST_SKIP() << "no " << GetParam();
   const int64_t vocab = m->info().vocab_size;
   const std::vector<int32_t> t = RandomTokens(200, vocab, 17);
@@ -276,7 +264,7 @@ class SpecExactModelTest : public ::testing::Test {
     cfg.async_scheduling = async;
     cfg.jump_forward = false;
     cfg.speculative = std::move(spec);
-    auto llm = LLM::Create(LoadShared("stories260K"), cfg, *tokenizer_);
+    auto llm = LLM::Create(LoadSharedModel("stories260K"), cfg, *tokenizer_);
     CHECK(llm.ok()) << llm.status();
     auto streams = (*llm)->Submit(prompts_, params);
     CHECK(streams.ok()) << streams.status();
