@@ -24,12 +24,15 @@
 #include "common/check.h"
 #include "engine/engine.h"
 #include "engine/llm.h"
+#include "engine/testing/speculative_testing.h"
 #include "model/deepseek_v4_make_test_model.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::engine {
 namespace {
+
+using ::deepinfer::engine::testing::SlotRestoreModel;
 
 const std::string kStories = std::string(DEEPINFER_SHARED_DIR) + "/models/stories260K";
 
@@ -68,6 +71,48 @@ std::vector<std::vector<int32_t>> StoriesPrompts(const Tokenizer& tok, int concu
   return prompts;
 }
 
+// stories260K's tokenizer, or null after marking `state` skipped when the checkpoint is absent.
+std::unique_ptr<Tokenizer> StoriesTokenizer(benchmark::State& state) {
+  if (!std::filesystem::exists(kStories + "/config.json")) {
+    state.SkipWithError("stories260K absent");
+    return nullptr;
+  }
+  auto tok = Tokenizer::FromDirectory(kStories);
+  CHECK(tok.ok());
+  return std::move(*tok);
+}
+
+// Greedy sampling of `max_tokens` new tokens.
+SamplingParams GreedyParams(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+// N-gram prompt lookup (n = 1..4) proposing `k` drafts per step.
+void SetNgram(SpeculativeConfig& spec, int k) {
+  spec.method = SpeculativeConfig::Method::kNgram;
+  spec.num_speculative_tokens = k;
+  spec.prompt_lookup_min = 1;
+  spec.prompt_lookup_max = 4;
+}
+
+// Draft tokens accepted per draft token proposed (0 without drafts).
+double Acceptance(const EngineStats& st) {
+  return st.spec_draft_tokens ? double(st.spec_accepted_tokens) / st.spec_draft_tokens : 0;
+}
+
+// Tokens committed per verify step: 1 sampled + the accepted drafts (1 without verifies).
+double MeanAcceptedLen(const EngineStats& st) {
+  return st.spec_verify_steps ? 1.0 + double(st.spec_accepted_tokens) / st.spec_verify_steps : 1.0;
+}
+
+// Drafts verified per verify step (0 without verifies).
+double VerifiedPerStep(const EngineStats& st) {
+  return st.spec_verify_steps ? double(st.spec_draft_tokens) / st.spec_verify_steps : 0;
+}
+
 // Generates `prompts` with `p` on `llm` and shuts its engine down: output tokens per second of
 // wall time, and the engine's final counters in *stats.
 double TimedGenerate(LLM& llm, const std::vector<std::vector<int32_t>>& prompts,
@@ -82,19 +127,15 @@ double TimedGenerate(LLM& llm, const std::vector<std::vector<int32_t>>& prompts,
 }
 
 void BM_JumpForwardSchema(benchmark::State& state) {
-  if (!std::filesystem::exists(kStories + "/config.json")) {
-    state.SkipWithError("stories260K absent");
-    return;
-  }
-  auto tok = Tokenizer::FromDirectory(kStories);
-  CHECK(tok.ok());
+  std::unique_ptr<Tokenizer> tok = StoriesTokenizer(state);
+  if (tok == nullptr) return;
   for (auto _ : state) {
     double per_token[2] = {0, 0};
     for (int on = 0; on < 2; ++on) {
       EngineConfig cfg;
       cfg.jump_forward = on == 1;
       cfg.max_num_seqs = 1;  // one request at a time: forward passes are its own
-      auto llm = MakeLLM(**tok, cfg);
+      auto llm = MakeLLM(*tok, cfg);
       std::vector<SamplingParams> params(8);
       for (int s = 0; s < 8; ++s) {
         params[s].temperature = 1.0f;
@@ -105,7 +146,7 @@ void BM_JumpForwardSchema(benchmark::State& state) {
         params[s].so_args = a;
       }
       auto out = llm->Generate(
-          std::vector<std::vector<int32_t>>(8, Prompt(**tok, "Once upon a time")), params);
+          std::vector<std::vector<int32_t>>(8, Prompt(*tok, "Once upon a time")), params);
       CHECK(out.ok()) << out.status();
       llm->engine().Shutdown(int64_t{5} * 1000 * 1000 * 1000);
       const EngineStats st = llm->engine().Stats();
@@ -122,37 +163,25 @@ void BM_JumpForwardSchema(benchmark::State& state) {
 BENCHMARK(BM_JumpForwardSchema)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 void BM_NgramSpeculation(benchmark::State& state) {
-  if (!std::filesystem::exists(kStories + "/config.json")) {
-    state.SkipWithError("stories260K absent");
-    return;
-  }
-  auto tok = Tokenizer::FromDirectory(kStories);
-  CHECK(tok.ok());
-  const int concurrency = static_cast<int>(state.range(0));
-  const std::vector<std::vector<int32_t>> prompts = StoriesPrompts(**tok, concurrency);
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 200;
+  std::unique_ptr<Tokenizer> tok = StoriesTokenizer(state);
+  if (tok == nullptr) return;
+  const std::vector<std::vector<int32_t>> prompts =
+      StoriesPrompts(*tok, static_cast<int>(state.range(0)));
+  const SamplingParams p = GreedyParams(200);
   for (auto _ : state) {
     double tps[2] = {0, 0};
     for (int on = 0; on < 2; ++on) {
       EngineConfig cfg;
       cfg.max_num_seqs = 64;
       if (on) {
-        cfg.speculative.method = SpeculativeConfig::Method::kNgram;
-        cfg.speculative.num_speculative_tokens = 3;
-        cfg.speculative.prompt_lookup_min = 1;
-        cfg.speculative.prompt_lookup_max = 4;
+        SetNgram(cfg.speculative, 3);
       }
-      auto llm = MakeLLM(**tok, cfg);
+      auto llm = MakeLLM(*tok, cfg);
       EngineStats st;
       tps[on] = TimedGenerate(*llm, prompts, p, &st);
       if (on) {
-        state.counters["acceptance"] =
-            st.spec_draft_tokens ? double(st.spec_accepted_tokens) / st.spec_draft_tokens : 0;
-        state.counters["mean_accepted_len"] =
-            st.spec_verify_steps ? 1.0 + double(st.spec_accepted_tokens) / st.spec_verify_steps
-                                 : 1.0;
+        state.counters["acceptance"] = Acceptance(st);
+        state.counters["mean_accepted_len"] = MeanAcceptedLen(st);
       }
     }
     state.counters["tokens_per_s_off"] = tps[0];
@@ -173,17 +202,11 @@ BENCHMARK(BM_NgramSpeculation)
 // start-up), and speculation off, at 1, 16 and 64 concurrent greedy requests. Ratios of the
 // same run; verified drafts per verify step show what the planner trimmed.
 void BM_NgramVarlen(benchmark::State& state) {
-  if (!std::filesystem::exists(kStories + "/config.json")) {
-    state.SkipWithError("stories260K absent");
-    return;
-  }
-  auto tok = Tokenizer::FromDirectory(kStories);
-  CHECK(tok.ok());
-  const int concurrency = static_cast<int>(state.range(0));
-  const std::vector<std::vector<int32_t>> prompts = StoriesPrompts(**tok, concurrency);
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 200;
+  std::unique_ptr<Tokenizer> tok = StoriesTokenizer(state);
+  if (tok == nullptr) return;
+  const std::vector<std::vector<int32_t>> prompts =
+      StoriesPrompts(*tok, static_cast<int>(state.range(0)));
+  const SamplingParams p = GreedyParams(200);
   for (auto _ : state) {
     // 0 = off, 1 = fixed k = 5, 2 = varlen async, 3 = varlen sync (Algorithm 1).
     double tps[4] = {0, 0, 0, 0};
@@ -191,26 +214,20 @@ void BM_NgramVarlen(benchmark::State& state) {
       EngineConfig cfg;
       cfg.max_num_seqs = 64;
       if (mode > 0) {
-        cfg.speculative.method = SpeculativeConfig::Method::kNgram;
-        cfg.speculative.num_speculative_tokens = 5;
-        cfg.speculative.prompt_lookup_min = 1;
-        cfg.speculative.prompt_lookup_max = 4;
+        SetNgram(cfg.speculative, 5);
         if (mode >= 2) {
           cfg.speculative.varlen =
               mode == 2 ? VarlenMode::kAsyncBudget : VarlenMode::kSyncGreedyStop;
           cfg.speculative.profile_cost_table = true;
         }
       }
-      auto llm = MakeLLM(**tok, cfg);
+      auto llm = MakeLLM(*tok, cfg);
       EngineStats st;
       tps[mode] = TimedGenerate(*llm, prompts, p, &st);
       const char* name[] = {"off", "fixed", "async", "sync"};
       if (mode > 0) {
-        state.counters[std::string("verified_per_step_") + name[mode]] =
-            st.spec_verify_steps ? double(st.spec_draft_tokens) / st.spec_verify_steps : 0;
-        state.counters[std::string("mean_accepted_len_") + name[mode]] =
-            st.spec_verify_steps ? 1.0 + double(st.spec_accepted_tokens) / st.spec_verify_steps
-                                 : 1.0;
+        state.counters[std::string("verified_per_step_") + name[mode]] = VerifiedPerStep(st);
+        state.counters[std::string("mean_accepted_len_") + name[mode]] = MeanAcceptedLen(st);
       }
     }
     state.counters["tokens_per_s_off"] = tps[0];
@@ -228,28 +245,6 @@ BENCHMARK(BM_NgramVarlen)
     ->UseRealTime();
 
 const std::string kDsv4Tiny = std::string(DEEPINFER_SHARED_DIR) + "/models/dsv4-tiny-a";
-
-// The model it wraps, behind a copy of its layout with frontier_rollback = false: the runner
-// then copies the state slot before each verify, restores it on a rejection and recomputes the
-// accepted tokens next step (the rollback path before issue #26's ring geometry).
-class SlotRestoreModel final : public model::CausalLM {
- public:
-  explicit SlotRestoreModel(std::unique_ptr<model::CausalLM> m)
-      : m_(std::move(m)), layout_(m_->kv_layout()) {
-    layout_.frontier_rollback = false;
-  }
-  const model::ModelInfo& info() const override { return m_->info(); }
-  const model::KvLayout& kv_layout() const override { return layout_; }
-  absl::Status Forward(const model::ForwardBatch& b, const model::KvCacheView& kv,
-                       model::ForwardOutput* out) override {
-    return m_->Forward(b, kv, out);
-  }
-  bool supports_paged_gate() const override { return m_->supports_paged_gate(); }
-
- private:
-  std::unique_ptr<model::CausalLM> m_;
-  model::KvLayout layout_;
-};
 
 void BM_Dsv4NgramRollback(benchmark::State& state) {
   if (!std::filesystem::exists(kDsv4Tiny + "/config.json")) {
@@ -275,10 +270,7 @@ void BM_Dsv4NgramRollback(benchmark::State& state) {
       cfg.kv_memory_bytes = 256 << 20;
       cfg.async_scheduling = state.range(1) != 0;
       if (mode > 0) {
-        cfg.speculative.method = SpeculativeConfig::Method::kNgram;
-        cfg.speculative.num_speculative_tokens = 3;
-        cfg.speculative.prompt_lookup_min = 1;
-        cfg.speculative.prompt_lookup_max = 4;
+        SetNgram(cfg.speculative, 3);
       }
       model::LoadOptions lo;
       lo.show_progress = false;
@@ -309,8 +301,7 @@ void BM_Dsv4NgramRollback(benchmark::State& state) {
       tps[mode] = static_cast<double>(st.total_output_tokens) / sec;
       fwd[mode] = static_cast<double>(st.num_forward_passes);
       if (mode == 1) {
-        state.counters["acceptance"] =
-            st.spec_draft_tokens ? double(st.spec_accepted_tokens) / st.spec_draft_tokens : 0;
+        state.counters["acceptance"] = Acceptance(st);
       }
     }
     state.counters["tokens_per_s_off"] = tps[0];
@@ -393,10 +384,8 @@ void BM_Dsv4MtpSpeculation(benchmark::State& state) {
       if (mode > 0) {
         const std::string n = name[mode];
         state.counters[n + "_vs_off"] = tps[mode] / tps[0];
-        state.counters["acceptance_" + n] =
-            st.spec_draft_tokens ? double(st.spec_accepted_tokens) / st.spec_draft_tokens : 0;
-        state.counters["verified_per_step_" + n] =
-            st.spec_verify_steps ? double(st.spec_draft_tokens) / st.spec_verify_steps : 0;
+        state.counters["acceptance_" + n] = Acceptance(st);
+        state.counters["verified_per_step_" + n] = VerifiedPerStep(st);
       }
     }
   }

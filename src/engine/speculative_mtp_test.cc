@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/speculative/drafter.h"
 #include "engine/testing/engine_test_util.h"
+#include "engine/testing/speculative_testing.h"
 #include "gtest/gtest.h"
 #include "model/model.h"
 
@@ -27,40 +28,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::deepinfer::engine::testing::Greedy;
+using ::deepinfer::engine::testing::LoadBatchInvariant;
+using ::deepinfer::engine::testing::SlotRestoreModel;
 
 const fs::path kShared = fs::path(DEEPINFER_SHARED_DIR);
 const fs::path kTiny = kShared / "models/dsv4-tiny-a";
-
-std::unique_ptr<model::CausalLM> LoadTiny() {
-  EnvConfig env = Env();
-  env.batch_invariant = true;
-  SetEnvConfigForTesting(env);
-  model::LoadOptions lo;
-  lo.show_progress = false;
-  auto m = model::LoadModel(kTiny.string(), lo);
-  CHECK(m.ok()) << m.status();
-  return std::move(*m);
-}
-
-// The model behind a copy of its layout with frontier_rollback = false: the runner's slot copy +
-// restore + recompute path on the same numerics.
-class SlotRestoreModel final : public model::CausalLM {
- public:
-  explicit SlotRestoreModel(std::unique_ptr<model::CausalLM> m)
-      : m_(std::move(m)), layout_(m_->kv_layout()) {
-    layout_.frontier_rollback = false;
-  }
-  const model::ModelInfo& info() const override { return m_->info(); }
-  const model::KvLayout& kv_layout() const override { return layout_; }
-  absl::Status Forward(const model::ForwardBatch& b, const model::KvCacheView& kv,
-                       model::ForwardOutput* out) override {
-    return m_->Forward(b, kv, out);
-  }
-
- private:
-  std::unique_ptr<model::CausalLM> m_;
-  model::KvLayout layout_;
-};
 
 struct SpecRun {
   std::vector<std::vector<int32_t>> tokens;
@@ -74,7 +46,7 @@ SpecRun RunEngine(const std::vector<std::vector<int32_t>>& prompts,
   config.kv_memory_bytes = 256 << 20;
   config.async_scheduling = async;
   config.speculative = std::move(spec);
-  std::unique_ptr<model::CausalLM> m = LoadTiny();
+  std::unique_ptr<model::CausalLM> m = LoadBatchInvariant(kTiny);
   if (slot_restore) m = std::make_unique<SlotRestoreModel>(std::move(m));
   auto engine = Engine::Create(std::move(m), config);
   CHECK(engine.ok()) << engine.status();
@@ -150,7 +122,7 @@ TEST(SpecMtpChainTest, Dsv4TinyMtpEveryChainLengthEqualsSpeculationOff) {
 // MTP drafts at most 5 tokens (the ring's spare slots: anchor + 5); 6 is a start-up error.
 TEST(SpecMtpChainTest, MoreThanFiveMtpDraftsIsAStartUpError) {
   if (!fs::exists(kTiny / "config.json")) GTEST_SKIP() << "no dsv4-tiny-a";
-  std::unique_ptr<model::CausalLM> m = LoadTiny();
+  std::unique_ptr<model::CausalLM> m = LoadBatchInvariant(kTiny);
   EXPECT_EQ(m->max_model_drafts(), 5);
   EXPECT_TRUE(m->kv_layout().frontier_rollback);
   EngineConfig config;
