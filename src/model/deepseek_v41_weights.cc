@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "model/deepseek_v4_tensor_binder.h"
 
 namespace deepinfer::model::dsv41 {
 namespace {
@@ -16,74 +17,17 @@ using dsv4::Bf16ToF32;
 using dsv4::E4M3ToF32;
 using dsv4::WeightFormat;
 
-class Binder {
+// V4.1's binder: the shared tensor checks (dsv4::TensorBinder) plus the V4.1 formats
+// (configurable FP8 tiles with a BF16 fallback, roles, Engram, DSpark).
+class Binder : public dsv4::TensorBinder {
  public:
-  Binder(const Config& c, const Checkpoint& ckpt, Weights41* w) : c_(c), ckpt_(ckpt), w_(w) {}
-
-  absl::Status ShapeError(const TensorView& t, const std::vector<int64_t>& shape,
-                          const std::string& dtypes) {
-    std::string want = "[";
-    for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&want, i ? ", " : "", shape[i]);
-    want += "]";
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name, " in ", t.file, ": expected ",
-                                                   dtypes, want, ", got ", t.DebugString()));
-  }
-
-  absl::StatusOr<TensorView> Typed(const std::string& name, std::initializer_list<DType> dtypes,
-                                   const std::vector<int64_t>& shape) {
-    ASSIGN_OR_RETURN(TensorView t, ckpt_.Get(name));
-    bool ok = false;
-    std::string names;
-    for (DType d : dtypes) {
-      ok |= t.dtype == d;
-      absl::StrAppend(&names, names.empty() ? "" : "|", std::string(DTypeName(d)));
-    }
-    if (!ok || t.shape != shape) return ShapeError(t, shape, names);
-    return t;
-  }
-
-  const uint8_t* Aligned(const TensorView& t, int64_t align) {
-    if (t.IsAligned(align)) return t.data;
-    auto buf = std::make_unique<float[]>((t.byte_size + 3) / 4);
-    std::memcpy(buf.get(), t.data, t.byte_size);
-    const uint8_t* p = reinterpret_cast<const uint8_t*>(buf.get());
-    w_->owned.push_back(std::move(buf));
-    return p;
-  }
-
-  void Count(const TensorView& t, int64_t logical) {
-    w_->num_parameters += logical;
-    w_->weight_bytes += t.byte_size;
-  }
-
-  // F32 or BF16 vector of `shape`, widened to FP32.
-  absl::StatusOr<std::vector<float>> Vector(const std::string& name,
-                                            const std::vector<int64_t>& shape) {
-    ASSIGN_OR_RETURN(TensorView t, Typed(name, {DType::kF32, DType::kBF16}, shape));
-    Count(t, t.NumElements());
-    std::vector<float> out(t.NumElements());
-    if (t.dtype == DType::kF32) {
-      std::memcpy(out.data(), t.data, t.byte_size);
-    } else {
-      for (int64_t i = 0; i < t.NumElements(); ++i) {
-        uint16_t b;
-        std::memcpy(&b, t.data + 2 * i, 2);
-        out[i] = Bf16ToF32(b);
-      }
-    }
-    return out;
-  }
+  Binder(const Config& c, const Checkpoint& ckpt, Weights41* w)
+      : TensorBinder(ckpt, &w->owned, &w->num_parameters, &w->weight_bytes), c_(c), w_(w) {}
 
   // BF16 (or F32) matrix used as FP32 values.
   absl::StatusOr<WeightMatrix> Plain(const std::string& name, int64_t rows, int64_t cols) {
-    ASSIGN_OR_RETURN(TensorView t, Typed(name, {DType::kBF16, DType::kF32}, {rows, cols}));
-    Count(t, rows * cols);
-    WeightMatrix m;
-    m.format = t.dtype == DType::kBF16 ? WeightFormat::kBf16 : WeightFormat::kF32;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = Aligned(t, t.dtype == DType::kBF16 ? 2 : 4);
-    return m;
+    ASSIGN_OR_RETURN(dsv4::WeightMatrix m, TensorBinder::Plain(name, rows, cols));
+    return WeightMatrix{m};
   }
 
   // FP8 `prefix.weight` [rows, cols] e4m3 + `prefix.scale` [ceil(rows/B), ceil(cols/B)] (E8M0
@@ -117,28 +61,13 @@ class Binder {
   // Routed expert: MXFP4 (I8 [rows, cols/2] + E8M0 [rows, cols/32]) or FP8 with expert_dtype fp8.
   absl::StatusOr<WeightMatrix> Expert(const std::string& prefix, int64_t rows, int64_t cols) {
     if (!c_.expert_fp4) return Fp8(prefix, rows, cols);
-    ASSIGN_OR_RETURN(TensorView t,
-                     Typed(prefix + ".weight", {DType::kI8, DType::kU8}, {rows, cols / 2}));
-    ASSIGN_OR_RETURN(TensorView s, Typed(prefix + ".scale", {DType::kF8E8M0}, {rows, cols / 32}));
-    Count(t, rows * cols);
-    w_->weight_bytes += s.byte_size;
-    WeightMatrix m;
-    m.format = WeightFormat::kMxFp4;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = t.data;
-    m.scale = s.data;
-    m.scale_cols = cols / 32;
-    return m;
+    ASSIGN_OR_RETURN(dsv4::WeightMatrix m, Mxfp4(prefix, rows, cols));
+    return WeightMatrix{m};
   }
 
   absl::StatusOr<HcWeights> Hc(const std::string& prefix, const std::string& kind) {
     const int64_t n = c_.hc_mult, mix = (2 + n) * n;
-    HcWeights h;
-    ASSIGN_OR_RETURN(h.fn, Vector(prefix + "hc_" + kind + "_fn", {mix, n * c_.hidden_size}));
-    ASSIGN_OR_RETURN(h.base, Vector(prefix + "hc_" + kind + "_base", {mix}));
-    ASSIGN_OR_RETURN(h.scale, Vector(prefix + "hc_" + kind + "_scale", {3}));
-    return h;
+    return TensorBinder::Hc(prefix, kind, mix, n * c_.hidden_size, 3);
   }
 
   absl::Status Block(int64_t l, BlockWeights41* b) {
@@ -269,7 +198,6 @@ class Binder {
 
  private:
   const Config& c_;
-  const Checkpoint& ckpt_;
   Weights41* w_;
 };
 

@@ -104,7 +104,7 @@ struct Weights41 {
   bool has_dspark = false;
   DsparkWeights dspark;
   int64_t num_parameters = 0, weight_bytes = 0, active_bytes_per_token = 0;
-  std::vector<std::unique_ptr<float[]>> owned;  // copies of misaligned tensors
+  std::vector<std::unique_ptr<uint8_t[]>> owned;  // copies of misaligned tensors
 };
 
 // Binds every tensor of `cfg` in `ckpt`. Errors: NotFound (missing tensor), InvalidArgument

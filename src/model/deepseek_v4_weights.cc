@@ -6,83 +6,20 @@
 #include "common/config.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
+#include "model/deepseek_v4_tensor_binder.h"
 
 namespace deepinfer::model::dsv4 {
 namespace {
 
-class Binder {
+// V4's binder: the shared tensor checks (TensorBinder) plus the V4 formats (128-tile FP8, lane
+// repacking of the routed FP4 experts, compressors, hash routing, MTP).
+class Binder : public TensorBinder {
  public:
   Binder(const Config& c, const Checkpoint& ckpt, bool repack, Weights* w)
-      : c_(c), ckpt_(ckpt), repack_(repack), w_(w) {}
-
-  absl::StatusOr<TensorView> Get(const std::string& name) { return ckpt_.Get(name); }
-
-  absl::Status ShapeError(const TensorView& t, const std::vector<int64_t>& shape,
-                          const std::string& dtypes) {
-    std::string want = "[";
-    for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&want, i ? ", " : "", shape[i]);
-    want += "]";
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name, " in ", t.file, ": expected ",
-                                                   dtypes, want, ", got ", t.DebugString()));
-  }
-
-  // A tensor of one of `dtypes` with exactly `shape`.
-  absl::StatusOr<TensorView> Typed(const std::string& name, std::initializer_list<DType> dtypes,
-                                   const std::vector<int64_t>& shape) {
-    ASSIGN_OR_RETURN(TensorView t, Get(name));
-    bool ok = false;
-    std::string names;
-    for (DType d : dtypes) {
-      ok |= t.dtype == d;
-      absl::StrAppend(&names, names.empty() ? "" : "|", std::string(DTypeName(d)));
-    }
-    if (!ok || t.shape != shape) return ShapeError(t, shape, names);
-    return t;
-  }
-
-  // Returns data aligned to `align` (copying when the mapping is not).
-  const uint8_t* Aligned(const TensorView& t, int64_t align) {
-    if (t.IsAligned(align)) return t.data;
-    auto buf = std::make_unique<uint8_t[]>(t.byte_size);
-    std::memcpy(buf.get(), t.data, t.byte_size);
-    const uint8_t* p = buf.get();
-    w_->owned.push_back(std::move(buf));
-    return p;
-  }
-
-  void Count(const TensorView& t, int64_t logical) {
-    w_->num_parameters += logical;
-    w_->weight_bytes += t.byte_size;
-  }
-
-  absl::StatusOr<std::vector<float>> Vector(const std::string& name,
-                                            const std::vector<int64_t>& shape) {
-    ASSIGN_OR_RETURN(TensorView t, Typed(name, {DType::kF32, DType::kBF16}, shape));
-    Count(t, t.NumElements());
-    std::vector<float> out(t.NumElements());
-    if (t.dtype == DType::kF32) {
-      std::memcpy(out.data(), t.data, t.byte_size);
-    } else {
-      for (int64_t i = 0; i < t.NumElements(); ++i) {
-        uint16_t b;
-        std::memcpy(&b, t.data + 2 * i, 2);
-        out[i] = Bf16ToF32(b);
-      }
-    }
-    return out;
-  }
-
-  // BF16 (or F32) matrix [rows, cols].
-  absl::StatusOr<WeightMatrix> Plain(const std::string& name, int64_t rows, int64_t cols) {
-    ASSIGN_OR_RETURN(TensorView t, Typed(name, {DType::kBF16, DType::kF32}, {rows, cols}));
-    Count(t, rows * cols);
-    WeightMatrix m;
-    m.format = t.dtype == DType::kBF16 ? WeightFormat::kBf16 : WeightFormat::kF32;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = Aligned(t, t.dtype == DType::kBF16 ? 2 : 4);
-    return m;
-  }
+      : TensorBinder(ckpt, &w->owned, &w->num_parameters, &w->weight_bytes),
+        c_(c),
+        repack_(repack),
+        w_(w) {}
 
   // FP8 block matrix `prefix.weight` [rows, cols] + `prefix.scale` [ceil(rows/128),
   // ceil(cols/128)].
@@ -112,18 +49,7 @@ class Binder {
   // expert_dtype fp8, an FP8 block matrix.
   absl::StatusOr<WeightMatrix> Expert(const std::string& prefix, int64_t rows, int64_t cols) {
     if (!c_.expert_fp4) return Fp8(prefix, rows, cols);
-    ASSIGN_OR_RETURN(TensorView t,
-                     Typed(prefix + ".weight", {DType::kI8, DType::kU8}, {rows, cols / 2}));
-    ASSIGN_OR_RETURN(TensorView s, Typed(prefix + ".scale", {DType::kF8E8M0}, {rows, cols / 32}));
-    Count(t, rows * cols);
-    w_->weight_bytes += s.byte_size;
-    WeightMatrix m;
-    m.format = WeightFormat::kMxFp4;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = t.data;
-    m.scale = s.data;
-    m.scale_cols = cols / 32;
+    ASSIGN_OR_RETURN(WeightMatrix m, Mxfp4(prefix, rows, cols));
     if (repack_) {
       const kernels::WeightView view{kernels::WeightDType::kMXFP4, m.data, m.scale,
                                      kernels::ScaleDType::kE8M0,   rows,   cols};
@@ -138,14 +64,10 @@ class Binder {
     return m;
   }
 
+  // mHC parameters of a site (scale [3]) or of an HC head (kind "head", scale [1]).
   absl::StatusOr<HcWeights> Hc(const std::string& prefix, const std::string& kind, int64_t mix) {
-    HcWeights h;
-    const int64_t n = c_.hc_mult, D = c_.hidden_size;
-    ASSIGN_OR_RETURN(h.fn, Vector(prefix + "hc_" + kind + "_fn", {mix, n * D}));
-    ASSIGN_OR_RETURN(h.base, Vector(prefix + "hc_" + kind + "_base", {mix}));
-    ASSIGN_OR_RETURN(h.scale,
-                     Vector(prefix + "hc_" + kind + "_scale", {kind == "head" ? 1 : int64_t{3}}));
-    return h;
+    return TensorBinder::Hc(prefix, kind, mix, c_.hc_mult * c_.hidden_size,
+                            kind == "head" ? 1 : int64_t{3});
   }
 
   absl::StatusOr<CompressorWeights> Compressor(const std::string& prefix, int64_t ratio,
@@ -286,7 +208,6 @@ class Binder {
 
  private:
   const Config& c_;
-  const Checkpoint& ckpt_;
   const bool repack_;  // routed FP4 experts into the kernels' lane layout
   Weights* w_;
 };
