@@ -25,6 +25,7 @@
 #include "model/deepseek_v41_make_test_model.h"
 #include "model/deepseek_v41_numpy_rng.h"
 #include "model/deepseek_v41_session_testing.h"
+#include "model/deepseek_v4_golden_testing.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/engram_token_map.h"
 #include "tokenizer/tokenizer.h"
@@ -44,29 +45,10 @@ std::string GoldenDir() { return SharedDir() + "/golden/dsv41-tiny-a"; }
     GTEST_SKIP() << "shared dsv41-tiny-a model/goldens not available";                             \
   }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-Json ReadJson(const std::string& path) { return Json::parse(ReadText(path)); }
-std::vector<int32_t> Ints(const Json& j) {
-  std::vector<int32_t> v;
-  for (const auto& e : j) v.push_back(e.get<int32_t>());
-  return v;
-}
-std::vector<float> Flat(const Json& j) {
-  std::vector<float> v;
-  for (const auto& row : j) {
-    if (row.is_array()) {
-      for (const auto& e : row) v.push_back(e.get<float>());
-    } else {
-      v.push_back(row.get<float>());
-    }
-  }
-  return v;
-}
+using dsv4::Flat;
+using dsv4::Ints;
+using dsv4::ReadJson;
+using dsv4::ReadText;
 
 // ---------------------------------------------------------------------------------------------
 // Config and layout.
@@ -232,49 +214,9 @@ std::unique_ptr<DeepseekV41Model> LoadTiny(bool fp32) {
   return std::unique_ptr<DeepseekV41Model>(static_cast<DeepseekV41Model*>(m->release()));
 }
 
-int32_t ArgMax(std::span<const float> v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-struct Stats {
-  double mean_abs = 0, p50_max = 0, p90_max = 0, argmax_agree = 0;
-};
-// JSON goldens are rounded to 6 significant digits; the max statistics deduct that bound.
-double JsonRounding(float v) {
-  const double a = std::fabs(static_cast<double>(v));
-  return a == 0 ? 0 : 0.5 * std::pow(10.0, std::floor(std::log10(a)) - 5);
-}
-Stats Compare(const std::vector<float>& got, const std::vector<float>& want, int64_t V) {
-  CHECK_EQ(got.size(), want.size());
-  Stats s;
-  const int64_t rows = static_cast<int64_t>(got.size()) / V;
-  std::vector<double> maxes;
-  double sum = 0;
-  int64_t agree = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    double mx = 0;
-    for (int64_t i = 0; i < V; ++i) {
-      const double d = std::fabs(static_cast<double>(got[r * V + i]) - want[r * V + i]);
-      sum += d;
-      mx = std::max(mx, std::max(0.0, d - JsonRounding(want[r * V + i])));
-    }
-    maxes.push_back(mx);
-    agree += ArgMax(std::span<const float>(got).subspan(r * V, V)) ==
-             ArgMax(std::span<const float>(want).subspan(r * V, V));
-  }
-  s.mean_abs = sum / got.size();
-  std::sort(maxes.begin(), maxes.end());
-  auto pct = [&](double q) {
-    const double pos = q * (maxes.size() - 1);
-    const size_t lo = static_cast<size_t>(std::floor(pos));
-    const size_t hi = std::min(maxes.size() - 1, lo + 1);
-    return maxes[lo] + (maxes[hi] - maxes[lo]) * (pos - lo);
-  };
-  s.p50_max = pct(0.5);
-  s.p90_max = pct(0.9);
-  s.argmax_agree = static_cast<double>(agree) / rows;
-  return s;
-}
+using dsv4::ArgMax;
+using dsv4::CompareLogits;
+using dsv4::LogitStats;
 
 // ---------------------------------------------------------------------------------------------
 // Stage by stage (teacher forced).
@@ -422,7 +364,7 @@ void CheckTier(bool fp32, double mean_abs, double p50, double p90, double agree,
     want.insert(want.end(), wp.begin(), wp.end());
     want.insert(want.end(), wd.begin(), wd.end());
   }
-  const Stats s = Compare(got, want, V);
+  const LogitStats s = CompareLogits(got, want, V);
   std::cout << (fp32 ? "tier B" : "tier A") << " vs '" << against << "': mean_abs=" << s.mean_abs
             << " p50_max=" << s.p50_max << " p90_max=" << s.p90_max
             << " argmax=" << s.argmax_agree << "\n";
@@ -458,7 +400,7 @@ TEST(DsV41Golden, SmallPromptsAndGreedyIds) {
     got.insert(got.end(), dec.begin(), dec.end());
     const auto wd = Flat(g["decode_logits"]);
     want.insert(want.end(), wd.begin(), wd.end());
-    const Stats s = Compare(got, want, V);
+    const LogitStats s = CompareLogits(got, want, V);
     EXPECT_LE(s.mean_abs, 0.227);
     EXPECT_LE(s.p50_max, 0.879);
     // Greedy ids where the golden margin is large.
@@ -525,7 +467,7 @@ TEST(DsV41Golden, ImageVariant) {
   got.insert(got.end(), dec.begin(), dec.end());
   const auto wd = Flat(g["decode_logits"]);
   want.insert(want.end(), wd.begin(), wd.end());
-  const Stats s = Compare(got, want, V);
+  const LogitStats s = CompareLogits(got, want, V);
   // Greedy ids of the image variant differ from the text prompt's where the golden says so.
   const int64_t T = static_cast<int64_t>(prompt.size());
   EXPECT_EQ(ArgMax(std::span<const float>(pre).subspan((T - 1) * V, V)), greedy[0]);
@@ -579,7 +521,7 @@ TEST(DsV41Replay, CompactTruncationGoldens) {
       const auto dec = Flat(r["decode_logits" + suf]);
       want.insert(want.end(), dec.begin(), dec.end());
     }
-    const Stats s = Compare(got, want, V);
+    const LogitStats s = CompareLogits(got, want, V);
     std::cout << "replay " << (fp32 ? "tier B" : "tier A") << ": mean_abs=" << s.mean_abs
               << " p50_max=" << s.p50_max << " p90_max=" << s.p90_max
               << " argmax=" << s.argmax_agree << "\n";
@@ -1103,7 +1045,7 @@ void CheckDsparkTier(bool fp32) {
       }
     }
   }
-  const Stats s = Compare(got, want, V);
+  const LogitStats s = CompareLogits(got, want, V);
   std::cout << "dspark " << (fp32 ? "tier B vs _fp32" : "tier A vs official")
             << ": logits mean_abs=" << s.mean_abs << " p50_max=" << s.p50_max
             << " p90_max=" << s.p90_max << " argmax=" << s.argmax_agree
@@ -1120,7 +1062,7 @@ void CheckDsparkTier(bool fp32) {
     EXPECT_LE(s.p50_max, 0.879);
     EXPECT_LE(s.p90_max, 1.54);
     EXPECT_GE(s.argmax_agree, 0.790);
-    const Stats b = Compare(got_base, want_base, V);
+    const LogitStats b = CompareLogits(got_base, want_base, V);
     EXPECT_LE(b.mean_abs, 0.227);
     EXPECT_LE(b.p90_max, 1.54);
   }

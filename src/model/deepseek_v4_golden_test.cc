@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
 #include "model/deepseek_v4.h"
+#include "model/deepseek_v4_golden_testing.h"
 #include "model/deepseek_v4_numerics.h"
 #include "model/deepseek_v4_reference.h"
 #include "nlohmann/json.hpp"
@@ -42,78 +43,6 @@ std::unique_ptr<DeepseekV4Model> LoadTiny(bool fp32) {
   return std::unique_ptr<DeepseekV4Model>(static_cast<DeepseekV4Model*>(m->release()));
 }
 
-Json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Json::parse(ss.str());
-}
-
-std::vector<int32_t> Ints(const Json& j) {
-  std::vector<int32_t> v;
-  for (const auto& e : j) v.push_back(e.get<int32_t>());
-  return v;
-}
-std::vector<float> Flat(const Json& j) {
-  std::vector<float> v;
-  if (j.is_array() && !j.empty() && j[0].is_array()) {
-    for (const auto& row : j) {
-      for (const auto& e : row) v.push_back(e.get<float>());
-    }
-  } else {
-    for (const auto& e : j) v.push_back(e.get<float>());
-  }
-  return v;
-}
-
-// README "How to compare" statistics over rows of `vocab` logits.
-struct Stats {
-  double mean_abs = 0, p50_max = 0, p90_max = 0, argmax_agree = 0;
-  int64_t rows = 0;
-};
-// The golden JSON stores floats rounded to 6 significant digits, i.e. with an error of up to
-// 0.5e-5 x 10^floor(log10|v|) (5e-6 for |logit| in [1, 10)). That is above tier B's median
-// max-abs threshold (3.79e-6, measured by the README's authors on unrounded values), so the
-// per-position max-abs statistics deduct each value's own rounding bound before taking the max;
-// the mean abs difference and argmax agreement use the raw values.
-double JsonRounding(float v) {
-  const double a = std::fabs(static_cast<double>(v));
-  if (a == 0) return 0;
-  return 0.5 * std::pow(10.0, std::floor(std::log10(a)) - 5);
-}
-
-Stats Compare(const std::vector<float>& got, const std::vector<float>& want, int64_t vocab) {
-  CHECK_EQ(got.size(), want.size());
-  Stats s;
-  s.rows = static_cast<int64_t>(got.size()) / vocab;
-  std::vector<double> maxes;
-  double sum = 0;
-  int64_t agree = 0;
-  for (int64_t r = 0; r < s.rows; ++r) {
-    double mx = 0;
-    for (int64_t i = 0; i < vocab; ++i) {
-      const double d = std::fabs(static_cast<double>(got[r * vocab + i]) - want[r * vocab + i]);
-      sum += d;
-      mx = std::max(mx, std::max(0.0, d - JsonRounding(want[r * vocab + i])));
-    }
-    maxes.push_back(mx);
-    agree += ArgMax(std::span<const float>(got).subspan(r * vocab, vocab)) ==
-             ArgMax(std::span<const float>(want).subspan(r * vocab, vocab));
-  }
-  s.mean_abs = sum / got.size();
-  std::sort(maxes.begin(), maxes.end());
-  auto pct = [&](double q) {
-    // numpy-style linear interpolation percentile
-    const double pos = q * (maxes.size() - 1);
-    const size_t lo = static_cast<size_t>(std::floor(pos));
-    const size_t hi = std::min(maxes.size() - 1, lo + 1);
-    return maxes[lo] + (maxes[hi] - maxes[lo]) * (pos - lo);
-  };
-  s.p50_max = pct(0.5);
-  s.p90_max = pct(0.9);
-  s.argmax_agree = static_cast<double>(agree) / s.rows;
-  return s;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Stage-by-stage (teacher forced) against trace_040.
@@ -266,7 +195,7 @@ void CheckTier(bool fp32, double mean_abs, double p50, double p90, double agree)
     RunPrompt(model.get(), ReadJson(GoldenDir() + "/" + f), fp32, &small);
   }
   for (E2E* e : {&big, &small}) {
-    const Stats s = Compare(e->got, e->want, V);
+    const LogitStats s = CompareLogits(e->got, e->want, V);
     SCOPED_TRACE(e == &big ? "prompts 40+300" : "prompts 1+7");
     EXPECT_LE(s.mean_abs, mean_abs);
     EXPECT_LE(s.p50_max, p50);
@@ -313,7 +242,7 @@ TEST(DsV4Golden, GreedyIdsAndMtp) {
       }
       EXPECT_EQ(g["mtp_next"].get<int32_t>(), greedy[0]);
       const std::vector<float> want = Flat(g[fp32 ? "mtp_logits_last_fp32" : "mtp_logits_last"]);
-      const Stats s = Compare(r.mtp_logits_last, want, V);
+      const LogitStats s = CompareLogits(r.mtp_logits_last, want, V);
       EXPECT_LE(s.p50_max, fp32 ? 0.205 : 1.09);
       EXPECT_EQ(s.argmax_agree, 1.0);
     }

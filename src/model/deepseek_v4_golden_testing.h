@@ -1,0 +1,110 @@
+// Test helper for the DeepSeek-V4 and V4.1 golden tests (deepseek_v4_golden_test.cc,
+// deepseek_v41_test.cc; not used by the engine): reading the shared goldens' JSON and the
+// README "How to compare" logit statistics, which both models' goldens are judged by.
+#ifndef DEEPINFER_MODEL_DEEPSEEK_V4_GOLDEN_TESTING_H_
+#define DEEPINFER_MODEL_DEEPSEEK_V4_GOLDEN_TESTING_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "model/deepseek_v4_reference.h"
+#include "nlohmann/json.hpp"
+
+namespace deepinfer::model::dsv4 {
+
+// The whole text of the file at `path` ("" when it cannot be read).
+inline std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The JSON document at `path`.
+inline nlohmann::json ReadJson(const std::string& path) {
+  return nlohmann::json::parse(ReadText(path));
+}
+
+// A JSON array of integers as int32 values.
+inline std::vector<int32_t> Ints(const nlohmann::json& j) {
+  std::vector<int32_t> v;
+  for (const auto& e : j) v.push_back(e.get<int32_t>());
+  return v;
+}
+
+// A JSON array of numbers, or of rows of numbers, flattened row-major into floats.
+inline std::vector<float> Flat(const nlohmann::json& j) {
+  std::vector<float> v;
+  for (const auto& row : j) {
+    if (row.is_array()) {
+      for (const auto& e : row) v.push_back(e.get<float>());
+    } else {
+      v.push_back(row.get<float>());
+    }
+  }
+  return v;
+}
+
+// README "How to compare" statistics over rows of `vocab` logits.
+struct LogitStats {
+  double mean_abs = 0, p50_max = 0, p90_max = 0, argmax_agree = 0;
+  int64_t rows = 0;
+};
+
+// The golden JSON stores floats rounded to 6 significant digits, i.e. with an error of up to
+// 0.5e-5 x 10^floor(log10|v|) (5e-6 for |logit| in [1, 10)). That is above tier B's median
+// max-abs threshold (3.79e-6, measured by the README's authors on unrounded values), so the
+// per-position max-abs statistics deduct each value's own rounding bound before taking the max;
+// the mean abs difference and argmax agreement use the raw values.
+inline double JsonRounding(float v) {
+  const double a = std::fabs(static_cast<double>(v));
+  if (a == 0) return 0;
+  return 0.5 * std::pow(10.0, std::floor(std::log10(a)) - 5);
+}
+
+// Statistics of `got` against the golden `want` (same size, rows of `vocab` logits): mean abs
+// difference, median and 90th percentile (numpy linear interpolation) of the per-row max abs
+// difference beyond the JSON rounding, and the fraction of rows with the same argmax.
+inline LogitStats CompareLogits(const std::vector<float>& got, const std::vector<float>& want,
+                                int64_t vocab) {
+  CHECK_EQ(got.size(), want.size());
+  LogitStats s;
+  s.rows = static_cast<int64_t>(got.size()) / vocab;
+  std::vector<double> maxes;
+  double sum = 0;
+  int64_t agree = 0;
+  for (int64_t r = 0; r < s.rows; ++r) {
+    double mx = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const double d = std::fabs(static_cast<double>(got[r * vocab + i]) - want[r * vocab + i]);
+      sum += d;
+      mx = std::max(mx, std::max(0.0, d - JsonRounding(want[r * vocab + i])));
+    }
+    maxes.push_back(mx);
+    agree += ArgMax(std::span<const float>(got).subspan(r * vocab, vocab)) ==
+             ArgMax(std::span<const float>(want).subspan(r * vocab, vocab));
+  }
+  s.mean_abs = sum / got.size();
+  std::sort(maxes.begin(), maxes.end());
+  auto pct = [&](double q) {
+    const double pos = q * (maxes.size() - 1);
+    const size_t lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(maxes.size() - 1, lo + 1);
+    return maxes[lo] + (maxes[hi] - maxes[lo]) * (pos - lo);
+  };
+  s.p50_max = pct(0.5);
+  s.p90_max = pct(0.9);
+  s.argmax_agree = static_cast<double>(agree) / s.rows;
+  return s;
+}
+
+}  // namespace deepinfer::model::dsv4
+
+#endif  // DEEPINFER_MODEL_DEEPSEEK_V4_GOLDEN_TESTING_H_
