@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "kernels/cpu/avx2.h"
 #include "kernels/cpu/linear_driver.h"
 #include "kernels/formats.h"
 
@@ -34,6 +35,14 @@ int Threads(const ThreadPool* pool, int64_t N) {
 }
 
 size_t Align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// Whether LinearFp8Blocks streams the FP8 bytes itself (avx2::LinearFp8TilesSmallM) instead of
+// running ops.h's F32 Linear on dequantised panels: only where that Linear is the AVX2 one (the
+// result must be its bits), for decode-sized M, plain FP32 inputs and 32-column-aligned tiles.
+bool StreamsDirectly(int64_t M, const Fp8BlocksView& w, const LinearOptions& opt) {
+  return M <= cpu::kStreamMaxM && KernelIsa() == IsaLevel::kAvx2 && w.block_cols % 32 == 0 &&
+         !opt.quantize_activations && !opt.input_is_bf16;
+}
 
 WeightView PanelView(const float* panel, int64_t rows, int64_t cols) {
   WeightView v;
@@ -113,6 +122,23 @@ void LinearFp8Blocks(const float* x, int64_t M, const Fp8BlocksView& w, float* y
   if (M == 0 || N == 0) return;
   CHECK_GE(workspace_bytes, LinearFp8BlocksWorkspaceBytes(M, w, opt, pool));
   CHECK_EQ(reinterpret_cast<uintptr_t>(workspace) % 64, 0u) << "workspace must be 64-byte aligned";
+  if (StreamsDirectly(M, w, opt)) {
+    // Decode (M <= 4) on AVX2: the weights streamed once from their FP8 bytes, no FP32 panel;
+    // the same decoded values and FMA order as the panel path's F32 Linear, so the same bits.
+    WeightView v;
+    v.dtype = WeightDType::kFP8Block;
+    v.data = w.data;
+    v.scales = w.scales;
+    v.scale_dtype = w.scale_dtype;
+    v.rows = N;
+    v.cols = K;
+    v.fp8_tile_rows = w.block_rows;
+    v.fp8_tile_cols = w.block_cols;
+    const int64_t x_stride = opt.x_stride > 0 ? opt.x_stride : K;
+    avx2::LinearFp8TilesSmallM(x, x_stride, M, v, y, opt.y_stride > 0 ? opt.y_stride : N, opt.bias,
+                               pool);
+    return;
+  }
   const int threads = Threads(pool, N);
   const size_t slot_bytes = SlotBytes(M, K, opt);
   const size_t panel_bytes = Align64(static_cast<size_t>(kPanelRows * K) * sizeof(float));

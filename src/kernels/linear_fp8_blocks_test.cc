@@ -7,6 +7,8 @@
 // a row's result independent of its companions.
 #include "kernels/linear_fp8_blocks.h"
 
+#include "kernels/cpu/avx2.h"
+
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -172,6 +174,51 @@ TEST(LinearFp8BlocksTest, MatchesReferenceAndDequantisedLinearBitwise) {
             EXPECT_EQ(RunFp8(x, M, w.view, opt, &pool), y4) << what << " vs kFP8Block";
           }
         }
+      }
+    }
+  }
+}
+
+// The AVX2 decode path's E8M0 scale is std::ldexp(1, e - 127) bit for bit (2^-127 subnormal
+// at e = 0, +inf at e = 255), as Fp8BlocksView::Scale computes it.
+TEST(LinearFp8BlocksTest, TileScaleIsLdexpOfTheExponent) {
+  for (int e = 0; e < 256; ++e) {
+    const float want = std::ldexp(1.0f, e - 127);
+    const float got = avx2::Fp8TileScaleE8m0(static_cast<uint8_t>(e));
+    EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "e " << e;
+  }
+}
+
+// Extreme tile scales (2^-127 .. 2^127 and +inf, where fl(e4m3 · scale) underflows, overflows
+// or is NaN for the NaN codes): decode-sized M (the AVX2 streaming path) still equals the F32
+// Linear on the dequantised rows bit for bit, NaN where it has NaN.
+TEST(LinearFp8BlocksTest, ExtremeScalesMatchDequantisedLinear) {
+  std::mt19937 rng(3);
+  ThreadPool pool(2);
+  const int64_t N = 64, K = 96;
+  Fp8Weight w = MakeWeight(N, K, 32, 32, ScaleDType::kE8M0, rng);
+  const uint8_t extremes[] = {0, 1, 5, 127, 240, 250, 254, 255};
+  for (size_t i = 0; i < w.scale_bytes.size(); ++i) w.scale_bytes[i] = extremes[i % 8];
+  std::vector<float> dq(N * K);
+  DequantizeFp8BlocksRows(w.view, 0, N, dq.data());
+  WeightView f32;
+  f32.dtype = WeightDType::kF32;
+  f32.data = dq.data();
+  f32.rows = N;
+  f32.cols = K;
+  for (int64_t M : {1, 2, 4}) {
+    const std::vector<float> x = RandomVector(M * K, rng);
+    std::vector<float> lin_y(M * N);
+    Workspace wl;
+    const size_t lb = LinearWorkspaceBytes(M, f32, {}, &pool);
+    Linear(x.data(), M, f32, lin_y.data(), {}, &pool, wl.Get(lb), lb);
+    const std::vector<float> y = RunFp8(x, M, w.view, {}, &pool);
+    for (int64_t i = 0; i < M * N; ++i) {
+      if (std::isnan(lin_y[i])) {
+        EXPECT_TRUE(std::isnan(y[i])) << "M " << M << " i " << i;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(lin_y[i]))
+            << "M " << M << " i " << i;
       }
     }
   }

@@ -45,6 +45,10 @@ void CheckWeight(const WeightView& w) {
   if (w.dtype == WeightDType::kFP8Block || w.dtype == WeightDType::kMXFP4) {
     CHECK(w.scales != nullptr || w.rows * w.cols == 0) << "quantised weight without scales";
   }
+  if (w.dtype == WeightDType::kFP8Block) {
+    CHECK(w.fp8_tile_rows == 128 && w.fp8_tile_cols == 128)
+        << "Linear takes 128 x 128 FP8 scale tiles; other tiles go through LinearFp8Blocks";
+  }
 }
 
 }  // namespace

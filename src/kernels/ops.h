@@ -124,6 +124,11 @@ struct WeightView {
   // as checked once at load by Fp8HasNanCodes. The AVX2 decode kernel then skips its per-tile
   // NaN-code check (a sixth of its vector work per weight); false keeps the check.
   bool fp8_nan_free = false;
+  // FP8Block only: rows and columns of a scale tile. Linear and every kernel behind it take
+  // V4's 128 x 128 (CHECKed); other sizes (V4.1's 32 x 32) reach only the AVX2 streaming kernel
+  // behind LinearFp8Blocks (kernels/linear_fp8_blocks.h).
+  int64_t fp8_tile_rows = 128;
+  int64_t fp8_tile_cols = 128;
 };
 
 // Whether any of the `n` e4m3 bytes at `codes` is a NaN code (0x7F or 0xFF): model loaders call

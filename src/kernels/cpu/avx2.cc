@@ -176,6 +176,59 @@ struct Fp8Row {
   }
 };
 
+// FP8 with one scale per fp8_tile_rows x fp8_tile_cols tile (V4.1's 32 x 32), decoded as Fp8Row
+// decodes, i.e. to fl(e4m3 · scale) with NaN codes as 0, the value DequantizeFp8BlocksRows
+// stores; fp8_tile_cols % 32 == 0, so the 32 columns of Decode32 share one scale.
+struct Fp8TileRow {
+  const uint8_t* p;
+  const WeightView* w;
+  int64_t scale_base;  // index of this row's first scale
+  Fp8TileRow(const WeightView& wv, int64_t n)
+      : p(static_cast<const uint8_t*>(wv.data) + n * wv.cols),
+        w(&wv),
+        scale_base((n / wv.fp8_tile_rows) * ((wv.cols + wv.fp8_tile_cols - 1) / wv.fp8_tile_cols)) {}
+  float Scale(int64_t k) const {
+    const int64_t i = scale_base + k / w->fp8_tile_cols;
+    if (w->scale_dtype == ScaleDType::kF32) {
+      float v;
+      std::memcpy(&v, static_cast<const uint8_t*>(w->scales) + 4 * i, 4);
+      return v;
+    }
+    return Fp8TileScaleE8m0(static_cast<const uint8_t*>(w->scales)[i]);
+  }
+  // v · s for v = e4m3 · 2^-8 (exact): one rounding, with the 256 applied to v first where
+  // s · 256 overflows (as Fp8Row::Scaled).
+  static __m256 Times(__m256 v, float s) {
+    if (std::isinf(s * 256.0f)) {
+      return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(256.0f)), _mm256_set1_ps(s));
+    }
+    return _mm256_mul_ps(v, _mm256_set1_ps(s * 256.0f));
+  }
+  void Decode32(int64_t k, __m256* out) const {
+    const float s = Scale(k);
+    for (int half = 0; half < 2; ++half) {
+      const __m128i b =
+          Fp8Row::ZeroNaN(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 16 * half)));
+      const __m256i h = Fp8Row::ToHalfBits16(b);
+      out[2 * half] = Times(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), s);
+      out[2 * half + 1] = Times(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), s);
+    }
+  }
+  __m256 Decode8(int64_t k) const {
+    const __m128i b = Fp8Row::ZeroNaN(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k)));
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7),
+                                    _mm_set1_epi16(static_cast<short>(0xBF80)));
+    return Times(_mm256_cvtph_ps(h), Scale(k));
+  }
+  void DecodeTail(int64_t k, int64_t r, float* out) const {
+    const float s = Scale(k);
+    for (int i = 0; i < 8; ++i) {
+      const uint8_t c = i < r ? p[k + i] : 0;
+      out[i] = i < r ? ((c & 0x7F) == 0x7F ? 0.0f : Fp8E4m3ToFloat(c)) * s : 0.0f;
+    }
+  }
+};
+
 // FP8 without the scale, decoded by bit placement: the e4m3 byte b (s eeee mmm), sign-extended
 // to 32 bits and shifted left by 20, has e4m3's exponent at f32 exponent bits 26..23 and its
 // mantissa at 22..20; masking with 0x87F00000 keeps those and the sign. The f32 so formed is
@@ -1100,6 +1153,22 @@ void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& 
 }
 
 }  // namespace
+
+float Fp8TileScaleE8m0(uint8_t e) {
+  return BitsToFloat(e == 0 ? 0x00400000u : static_cast<uint32_t>(e) << 23);  // 2^-127: subnormal
+}
+
+void LinearFp8TilesSmallM(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
+                          float* y, int64_t y_stride, const float* bias, ThreadPool* pool) {
+  CHECK(w.dtype == WeightDType::kFP8Block && w.fp8_tile_rows > 0 && w.fp8_tile_cols > 0 &&
+        w.fp8_tile_cols % 32 == 0);
+  CHECK(M >= 0 && M <= kStreamMaxM);
+  const int64_t N = w.rows;
+  const int threads = pool != nullptr && N > kAlignN ? pool->num_threads() : 1;
+  cpu::ForEachThreadRange(N, kAlignN, pool, threads, [&](int64_t n0, int64_t n1, int) {
+    StreamRows<Fp8TileRow>(x, x_stride, M, w, n0, n1, bias, y, y_stride);
+  });
+}
 
 size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
                             int num_threads) {

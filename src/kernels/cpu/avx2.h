@@ -17,6 +17,17 @@ size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions&
 void Linear(const float* x, int64_t M, const WeightView& w, float* y, const LinearOptions& opt,
             ThreadPool* pool, void* workspace, size_t workspace_bytes);
 
+// y[M, N] (+ bias) = x[M, K] · W^T for M <= 4 (kStreamMaxM) FP8Block weights with any scale
+// tile (w.fp8_tile_rows x w.fp8_tile_cols, fp8_tile_cols % 32 == 0; CHECKed), streamed once:
+// bitwise what Linear gives on the same rows dequantised to F32 (same row decoder arithmetic,
+// fl(e4m3 · scale), same FMA order), for LinearFp8Blocks' decode path. Row strides in floats;
+// N split over `pool` (null: the calling thread).
+void LinearFp8TilesSmallM(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
+                          float* y, int64_t y_stride, const float* bias, ThreadPool* pool);
+// The scale an Fp8BlocksView E8M0 byte stands for: 2^(e-127), e = 255 giving +inf as
+// std::ldexp does (kernels::Fp8BlocksView::Scale), without a libm call.
+float Fp8TileScaleE8m0(uint8_t e);
+
 void RoundToBf16(float* x, int64_t n);
 void ActQuantFp8Sim(float* x, int64_t rows, int64_t cols, int64_t block);
 void RmsNorm(const float* x, float* y, int64_t rows, int64_t dim, const float* weight_f32,
