@@ -44,6 +44,7 @@ using ::deepinfer::engine::testing::Greedy;
 using ::deepinfer::engine::testing::LoadSharedModel;
 using ::deepinfer::engine::testing::MakePrompts;
 using ::deepinfer::engine::testing::OracleDrafter;
+using ::deepinfer::engine::testing::RandomDrafter;
 using ::deepinfer::engine::testing::ReferenceGreedy;
 using ::deepinfer::engine::testing::SchedulingCase;
 
@@ -71,21 +72,6 @@ TEST(NgramDrafterTest, ProposesTheContinuationOfTheMostRecentEarlierOccurrence) 
   ctx.tokens = tail;
   EXPECT_EQ(d.Propose(ctx, 5), (std::vector<int32_t>{4, 3}));
 }
-
-// Random drafts from a seeded stream (any drafter is lossless under sample-and-compare).
-class RandomDrafter : public Drafter {
- public:
-  RandomDrafter(int64_t vocab, uint32_t seed) : vocab_(vocab), rng_(seed) {}
-  std::vector<int32_t> Propose(const DraftContext&, int max_tokens) override {
-    std::vector<int32_t> out(std::uniform_int_distribution<int>(0, max_tokens)(rng_));
-    for (int32_t& t : out) t = std::uniform_int_distribution<int32_t>(0, vocab_ - 1)(rng_);
-    return out;
-  }
-
- private:
-  int64_t vocab_;
-  std::mt19937 rng_;
-};
 
 // Everything a request's stream delivered.
 struct Collected {

@@ -39,6 +39,7 @@ using ::deepinfer::engine::testing::FakeModelOptions;
 using ::deepinfer::engine::testing::Greedy;
 using ::deepinfer::engine::testing::MakePrompts;
 using ::deepinfer::engine::testing::OracleDrafter;
+using ::deepinfer::engine::testing::RandomDrafter;
 using ::deepinfer::engine::testing::ReferenceGreedy;
 using ::deepinfer::engine::testing::SchedulingCase;
 
@@ -202,21 +203,8 @@ TEST_P(VarlenFakeTest, GreedyEqualsReferenceUnderEveryPolicyAndStaleRowsAreTwoSt
 }
 
 // E3: seeded sampled requests (and greedy ones in the same batch) give the same tokens with
-// speculation off, fixed length, sync and async verification, with random drafts.
-class RandomDrafter : public Drafter {
- public:
-  RandomDrafter(int64_t vocab, uint32_t seed) : vocab_(vocab), rng_(seed) {}
-  std::vector<int32_t> Propose(const DraftContext&, int max_tokens) override {
-    std::vector<int32_t> out(std::uniform_int_distribution<int>(1, max_tokens)(rng_));
-    for (int32_t& t : out) t = std::uniform_int_distribution<int32_t>(0, vocab_ - 1)(rng_);
-    return out;
-  }
-
- private:
-  int64_t vocab_;
-  std::mt19937 rng_;
-};
-
+// speculation off, fixed length, sync and async verification, with random drafts (at least one
+// per step).
 TEST_P(VarlenFakeTest, SampledOutputsEqualSpeculationOffUnderEveryPolicy) {
   FakeModelOptions mo;
   mo.with_state = GetParam().with_state;
@@ -239,7 +227,8 @@ TEST_P(VarlenFakeTest, SampledOutputsEqualSpeculationOffUnderEveryPolicy) {
        {VarlenMode::kOff, VarlenMode::kSyncGreedyStop, VarlenMode::kAsyncBudget}) {
     const VarlenRun got = RunEngine(
         std::make_unique<FakeModel>(mo), prompts, params,
-        Spec(std::make_shared<RandomDrafter>(8, 3), 4, mode, BusyTable()), GetParam().async);
+        Spec(std::make_shared<RandomDrafter>(8, 3, /*min_drafts=*/1), 4, mode, BusyTable()),
+        GetParam().async);
     for (int i = 0; i < 6; ++i) {
       EXPECT_EQ(got.tokens[i], off.tokens[i]) << VarlenModeName(mode) << " req " << i;
       EXPECT_EQ(got.finish[i], off.finish[i]) << VarlenModeName(mode) << " req " << i;

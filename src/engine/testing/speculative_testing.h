@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,6 +104,26 @@ class OracleDrafter : public Drafter {
   const int corrupt_;
   std::mutex mu_;
   int calls_ = 0;
+};
+
+// Random drafts from a seeded stream: each call proposes a uniform count in
+// [min_drafts, max_tokens] of tokens uniform in [0, vocab). Any drafter is lossless under
+// sample-and-compare, so outputs must equal speculation off whatever it proposes. Not
+// thread-safe.
+class RandomDrafter : public Drafter {
+ public:
+  RandomDrafter(int64_t vocab, uint32_t seed, int min_drafts = 0)
+      : vocab_(vocab), min_drafts_(min_drafts), rng_(seed) {}
+  std::vector<int32_t> Propose(const DraftContext&, int max_tokens) override {
+    std::vector<int32_t> out(std::uniform_int_distribution<int>(min_drafts_, max_tokens)(rng_));
+    for (int32_t& t : out) t = std::uniform_int_distribution<int32_t>(0, vocab_ - 1)(rng_);
+    return out;
+  }
+
+ private:
+  int64_t vocab_;
+  int min_drafts_;
+  std::mt19937 rng_;
 };
 
 // One FakeModel test configuration: async scheduling on / off, FakeModel state slot on / off.
