@@ -82,12 +82,26 @@ std::unique_ptr<Tokenizer> StoriesTokenizer(benchmark::State& state) {
   return std::move(*tok);
 }
 
-// Greedy sampling of `max_tokens` new tokens.
-SamplingParams GreedyParams(int max_tokens) {
+// Greedy sampling of `max_tokens` new tokens (all of them when `ignore_eos`).
+SamplingParams GreedyParams(int max_tokens, bool ignore_eos = false) {
   SamplingParams p;
   p.temperature = 0;
   p.max_tokens = max_tokens;
+  p.ignore_eos = ignore_eos;
   return p;
+}
+
+// `count` deterministic prompts of `len` tokens for random-weight checkpoints: token j of prompt
+// i is base + (i * mul_i + j * mul_j) % modulo.
+std::vector<std::vector<int32_t>> SyntheticPrompts(int count, int len, int base, int mul_i,
+                                                   int mul_j, int modulo) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < count; ++i) {
+    std::vector<int32_t> p;
+    for (int j = 0; j < len; ++j) p.push_back(base + (i * mul_i + j * mul_j) % modulo);
+    prompts.push_back(p);
+  }
+  return prompts;
 }
 
 // N-gram prompt lookup (n = 1..4) proposing `k` drafts per step.
@@ -251,17 +265,9 @@ void BM_Dsv4NgramRollback(benchmark::State& state) {
     state.SkipWithError("dsv4-tiny-a absent");
     return;
   }
-  const int concurrency = static_cast<int>(state.range(0));
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < concurrency; ++i) {
-    std::vector<int32_t> p;
-    for (int j = 0; j < 24; ++j) p.push_back(3 + (i * 37 + j * 11) % 400);
-    prompts.push_back(p);
-  }
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 48;
-  p.ignore_eos = true;
+  const std::vector<std::vector<int32_t>> prompts =
+      SyntheticPrompts(static_cast<int>(state.range(0)), 24, 3, 37, 11, 400);
+  const SamplingParams p = GreedyParams(48, /*ignore_eos=*/true);
   for (auto _ : state) {
     double tps[3] = {0, 0, 0}, fwd[3] = {0, 0, 0};
     for (int mode = 0; mode < 3; ++mode) {  // off, frontier rollback, slot restore
@@ -348,17 +354,9 @@ std::unique_ptr<model::CausalLM> Dsv4BenchModel() {
 // is near 0 and the figures measure the cost of drafting + verifying, not the gain of a trained
 // MTP head (variable length should then trim most verify rows).
 void BM_Dsv4MtpSpeculation(benchmark::State& state) {
-  const int concurrency = static_cast<int>(state.range(0));
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < concurrency; ++i) {
-    std::vector<int32_t> p;
-    for (int j = 0; j < 32; ++j) p.push_back(1000 + (i * 7919 + j * 104729) % 100000);
-    prompts.push_back(p);
-  }
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 32;
-  p.ignore_eos = true;
+  const std::vector<std::vector<int32_t>> prompts =
+      SyntheticPrompts(static_cast<int>(state.range(0)), 32, 1000, 7919, 104729, 100000);
+  const SamplingParams p = GreedyParams(32, /*ignore_eos=*/true);
   for (auto _ : state) {
     // 0 = off, 1 = fixed k = 1, 2 = fixed k = 3, 3 = variable length k = 3 (async budget).
     const char* name[] = {"off", "k1", "k3", "varlen_k3"};
