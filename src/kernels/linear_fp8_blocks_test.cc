@@ -179,13 +179,18 @@ TEST(LinearFp8BlocksTest, MatchesReferenceAndDequantisedLinearBitwise) {
   }
 }
 
-// The AVX2 decode path's E8M0 scale is std::ldexp(1, e - 127) bit for bit (2^-127 subnormal
+// Fp8BlocksView::Scale and the AVX2 decode path's E8M0 scale are std::ldexp(1, e - 127) bit for bit (2^-127 subnormal
 // at e = 0, +inf at e = 255), as Fp8BlocksView::Scale computes it.
 TEST(LinearFp8BlocksTest, TileScaleIsLdexpOfTheExponent) {
   for (int e = 0; e < 256; ++e) {
     const float want = std::ldexp(1.0f, e - 127);
     const float got = avx2::Fp8TileScaleE8m0(static_cast<uint8_t>(e));
     EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "e " << e;
+    const uint8_t byte = static_cast<uint8_t>(e);
+    Fp8BlocksView v;
+    v.scales = &byte;
+    v.rows = v.cols = 1;
+    EXPECT_EQ(std::bit_cast<uint32_t>(v.Scale(0, 0)), std::bit_cast<uint32_t>(want)) << "e " << e;
   }
 }
 

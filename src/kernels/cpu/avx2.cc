@@ -1155,7 +1155,7 @@ void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& 
 }  // namespace
 
 float Fp8TileScaleE8m0(uint8_t e) {
-  return BitsToFloat(e == 0 ? 0x00400000u : static_cast<uint32_t>(e) << 23);  // 2^-127: subnormal
+  return e == 0xFF ? std::numeric_limits<float>::infinity() : E8m0ToFloat(e);
 }
 
 void LinearFp8TilesSmallM(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
