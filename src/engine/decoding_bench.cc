@@ -127,6 +127,23 @@ double VerifiedPerStep(const EngineStats& st) {
   return st.spec_verify_steps ? double(st.spec_draft_tokens) / st.spec_verify_steps : 0;
 }
 
+// The set-up of a stories260K benchmark over `state.range(0)` concurrent requests: its tokenizer
+// in *tok and StoriesPrompts in *prompts; false after marking `state` skipped when the checkpoint
+// is absent.
+bool StoriesConcurrentSetUp(benchmark::State& state, std::unique_ptr<Tokenizer>* tok,
+                            std::vector<std::vector<int32_t>>* prompts) {
+  *tok = StoriesTokenizer(state);
+  if (*tok == nullptr) return false;
+  *prompts = StoriesPrompts(**tok, static_cast<int>(state.range(0)));
+  return true;
+}
+
+// Registration of the concurrency sweeps: 1, 16 and 64 concurrent requests, one iteration each
+// in wall-clock seconds.
+void OneSixteenSixtyFourRequests(benchmark::internal::Benchmark* b) {
+  b->Arg(1)->Arg(16)->Arg(64)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+}
+
 // Generates `prompts` with `p` on `llm` and shuts its engine down: output tokens per second of
 // wall time, and the engine's final counters in *stats.
 double TimedGenerate(LLM& llm, const std::vector<std::vector<int32_t>>& prompts,
@@ -177,10 +194,9 @@ void BM_JumpForwardSchema(benchmark::State& state) {
 BENCHMARK(BM_JumpForwardSchema)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 void BM_NgramSpeculation(benchmark::State& state) {
-  std::unique_ptr<Tokenizer> tok = StoriesTokenizer(state);
-  if (tok == nullptr) return;
-  const std::vector<std::vector<int32_t>> prompts =
-      StoriesPrompts(*tok, static_cast<int>(state.range(0)));
+  std::unique_ptr<Tokenizer> tok;
+  std::vector<std::vector<int32_t>> prompts;
+  if (!StoriesConcurrentSetUp(state, &tok, &prompts)) return;
   const SamplingParams p = GreedyParams(200);
   for (auto _ : state) {
     double tps[2] = {0, 0};
@@ -203,23 +219,16 @@ void BM_NgramSpeculation(benchmark::State& state) {
     state.counters["speedup"] = tps[1] / tps[0];
   }
 }
-BENCHMARK(BM_NgramSpeculation)
-    ->Arg(1)
-    ->Arg(16)
-    ->Arg(64)
-    ->Iterations(1)
-    ->Unit(benchmark::kSecond)
-    ->UseRealTime();
+BENCHMARK(BM_NgramSpeculation)->Apply(OneSixteenSixtyFourRequests);
 
 // Variable-length verification (spec §5): n-gram k = 5 with fixed-length verification vs the
 // planner (async budget from stale confidences, split by current ones; cost table profiled at
 // start-up), and speculation off, at 1, 16 and 64 concurrent greedy requests. Ratios of the
 // same run; verified drafts per verify step show what the planner trimmed.
 void BM_NgramVarlen(benchmark::State& state) {
-  std::unique_ptr<Tokenizer> tok = StoriesTokenizer(state);
-  if (tok == nullptr) return;
-  const std::vector<std::vector<int32_t>> prompts =
-      StoriesPrompts(*tok, static_cast<int>(state.range(0)));
+  std::unique_ptr<Tokenizer> tok;
+  std::vector<std::vector<int32_t>> prompts;
+  if (!StoriesConcurrentSetUp(state, &tok, &prompts)) return;
   const SamplingParams p = GreedyParams(200);
   for (auto _ : state) {
     // 0 = off, 1 = fixed k = 5, 2 = varlen async, 3 = varlen sync (Algorithm 1).
@@ -250,13 +259,7 @@ void BM_NgramVarlen(benchmark::State& state) {
     state.counters["sync_vs_fixed"] = tps[3] / tps[1];
   }
 }
-BENCHMARK(BM_NgramVarlen)
-    ->Arg(1)
-    ->Arg(16)
-    ->Arg(64)
-    ->Iterations(1)
-    ->Unit(benchmark::kSecond)
-    ->UseRealTime();
+BENCHMARK(BM_NgramVarlen)->Apply(OneSixteenSixtyFourRequests);
 
 const std::string kDsv4Tiny = std::string(DEEPINFER_SHARED_DIR) + "/models/dsv4-tiny-a";
 
@@ -388,13 +391,7 @@ void BM_Dsv4MtpSpeculation(benchmark::State& state) {
     }
   }
 }
-BENCHMARK(BM_Dsv4MtpSpeculation)
-    ->Arg(1)
-    ->Arg(16)
-    ->Arg(64)
-    ->Iterations(1)
-    ->Unit(benchmark::kSecond)
-    ->UseRealTime();
+BENCHMARK(BM_Dsv4MtpSpeculation)->Apply(OneSixteenSixtyFourRequests);
 
 }  // namespace
 }  // namespace deepinfer::engine
