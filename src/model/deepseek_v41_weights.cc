@@ -36,25 +36,9 @@ class Binder : public dsv4::TensorBinder {
   absl::StatusOr<WeightMatrix> Fp8(const std::string& prefix, int64_t rows, int64_t cols) {
     ASSIGN_OR_RETURN(TensorView t, ckpt_.Get(prefix + ".weight"));
     if (t.dtype == DType::kBF16 || t.dtype == DType::kF32) return Plain(t.name, rows, cols);
-    ASSIGN_OR_RETURN(t, Typed(prefix + ".weight", {DType::kF8E4M3}, {rows, cols}));
-    const int64_t B = c_.fp8_block;
-    const int64_t sr = (rows + B - 1) / B, sc = (cols + B - 1) / B;
-    ASSIGN_OR_RETURN(TensorView s,
-                     Typed(prefix + ".scale", {DType::kF8E8M0, DType::kF32}, {sr, sc}));
-    Count(t, rows * cols);
-    w_->weight_bytes += s.byte_size;
-    WeightMatrix m;
-    m.format = WeightFormat::kFp8Block;
-    m.fp8_block = B;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = t.data;
-    if (s.dtype == DType::kF32) {
-      m.scale_f32 = reinterpret_cast<const float*>(Aligned(s, 4));
-    } else {
-      m.scale = s.data;
-    }
-    m.scale_cols = sc;
+    ASSIGN_OR_RETURN(dsv4::WeightMatrix tiles, Fp8Tiles(prefix, rows, cols, c_.fp8_block));
+    WeightMatrix m{tiles};
+    m.fp8_block = c_.fp8_block;
     return m;
   }
 

@@ -74,6 +74,27 @@ absl::StatusOr<WeightMatrix> TensorBinder::Plain(const std::string& name, int64_
   return m;
 }
 
+absl::StatusOr<WeightMatrix> TensorBinder::Fp8Tiles(const std::string& prefix, int64_t rows,
+                                                    int64_t cols, int64_t tile) {
+  ASSIGN_OR_RETURN(TensorView t, Typed(prefix + ".weight", {DType::kF8E4M3}, {rows, cols}));
+  const int64_t sr = (rows + tile - 1) / tile, sc = (cols + tile - 1) / tile;
+  ASSIGN_OR_RETURN(TensorView s, Typed(prefix + ".scale", {DType::kF8E8M0, DType::kF32}, {sr, sc}));
+  Count(t, rows * cols);
+  *weight_bytes_ += s.byte_size;
+  WeightMatrix m;
+  m.format = WeightFormat::kFp8Block;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = t.data;
+  m.scale_cols = sc;
+  if (s.dtype == DType::kF32) {
+    m.scale_f32 = reinterpret_cast<const float*>(Aligned(s, 4));
+  } else {
+    m.scale = s.data;
+  }
+  return m;
+}
+
 absl::StatusOr<WeightMatrix> TensorBinder::Mxfp4(const std::string& prefix, int64_t rows,
                                                  int64_t cols) {
   ASSIGN_OR_RETURN(TensorView t,

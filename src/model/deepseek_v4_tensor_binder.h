@@ -1,9 +1,9 @@
 // Checked binding of checkpoint tensors, shared by the DeepSeek-V4 and V4.1 weight binders
 // (deepseek_v4_weights.cc, deepseek_v41_weights.cc): dtype and shape checks with one error
 // format, copies of misaligned tensors, parameter / byte counting, FP32 vectors and the formats
-// both checkpoints store the same way (BF16 / F32 matrices, MXFP4 experts, mHC parameters).
-// The FP8 layouts differ between the models (V4: 128 tiles; V4.1: configurable tiles and a BF16
-// fallback) and stay in their binders.
+// both checkpoints store the same way (BF16 / F32 matrices, FP8 tiles, MXFP4 experts, mHC
+// parameters). What the models add on top (V4: the NaN-code scan and lane repacking; V4.1: its
+// tile size and BF16 fallback) stays in their binders.
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V4_TENSOR_BINDER_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V4_TENSOR_BINDER_H_
 
@@ -55,6 +55,12 @@ class TensorBinder {
   // MXFP4 matrix: `prefix.weight` I8/U8 [rows, cols/2] packed e2m1 + `prefix.scale` E8M0
   // [rows, cols/32], viewed in place (counted).
   absl::StatusOr<WeightMatrix> Mxfp4(const std::string& prefix, int64_t rows, int64_t cols);
+
+  // FP8 matrix: `prefix.weight` F8_E4M3 [rows, cols] + `prefix.scale` E8M0 or F32
+  // [ceil(rows/tile), ceil(cols/tile)], one scale per tile x tile block, viewed in place
+  // (counted). V4's tiles are 128; V4.1's come from its config.
+  absl::StatusOr<WeightMatrix> Fp8Tiles(const std::string& prefix, int64_t rows, int64_t cols,
+                                        int64_t tile);
 
   // mHC parameters `prefix`hc_`kind`_{fn [mix, width], base [mix], scale [scales]}.
   absl::StatusOr<HcWeights> Hc(const std::string& prefix, const std::string& kind, int64_t mix,

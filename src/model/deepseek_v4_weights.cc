@@ -24,24 +24,8 @@ class Binder : public TensorBinder {
   // FP8 block matrix `prefix.weight` [rows, cols] + `prefix.scale` [ceil(rows/128),
   // ceil(cols/128)].
   absl::StatusOr<WeightMatrix> Fp8(const std::string& prefix, int64_t rows, int64_t cols) {
-    ASSIGN_OR_RETURN(TensorView t, Typed(prefix + ".weight", {DType::kF8E4M3}, {rows, cols}));
-    const int64_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
-    ASSIGN_OR_RETURN(TensorView s,
-                     Typed(prefix + ".scale", {DType::kF8E8M0, DType::kF32}, {sr, sc}));
-    Count(t, rows * cols);
-    w_->weight_bytes += s.byte_size;
-    WeightMatrix m;
-    m.format = WeightFormat::kFp8Block;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = t.data;
-    m.scale_cols = sc;
-    m.fp8_nan_free = !kernels::Fp8HasNanCodes(static_cast<const uint8_t*>(t.data), rows * cols);
-    if (s.dtype == DType::kF32) {
-      m.scale_f32 = reinterpret_cast<const float*>(Aligned(s, 4));
-    } else {
-      m.scale = s.data;
-    }
+    ASSIGN_OR_RETURN(WeightMatrix m, Fp8Tiles(prefix, rows, cols, 128));
+    m.fp8_nan_free = !kernels::Fp8HasNanCodes(static_cast<const uint8_t*>(m.data), rows * cols);
     return m;
   }
 
