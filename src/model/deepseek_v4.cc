@@ -14,6 +14,7 @@
 #include "common/step_trace.h"
 #include "common/thread_pool.h"
 #include "model/deepseek_v4_kv_rows.h"
+#include "model/deepseek_v4_loading.h"
 #include "model/deepseek_v4_chunk_check.h"
 #include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_moe.h"
@@ -740,18 +741,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::Create(
   L.frontier_rollback = true;
   m->impl_ = std::move(impl);
 
-  ModelInfo& info = m->info_;
-  info.architecture = "DeepseekV4ForCausalLM";
-  info.model_type = "deepseek_v4";
-  info.vocab_size = c.vocab_size;
-  info.max_context = c.max_position_embeddings;
-  info.hidden_size = c.hidden_size;
-  info.num_layers = c.num_layers;
-  info.bos_token_id = c.bos_token_id;
-  info.eos_token_ids = c.eos_token_ids;
-  info.num_parameters = m->w_->num_parameters;
-  info.weight_bytes = m->w_->weight_bytes;
-  info.active_weight_bytes_per_token = m->w_->active_bytes_per_token;
+  FillModelInfo("DeepseekV4ForCausalLM", "deepseek_v4", c, *m->w_, &m->info_);
   return m;
 }
 
@@ -1012,12 +1002,8 @@ absl::Status DeepseekV4Model::RunMtp(int64_t start_pos, std::span<const float> m
 
 absl::StatusOr<std::unique_ptr<CausalLM>> LoadDeepseekV4(const std::string& dir,
                                                          const LoadOptions& options) {
-  const std::string config_path = dir + "/config.json";
-  std::ifstream in(config_path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("no config.json in ", dir));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  ASSIGN_OR_RETURN(dsv4::Config config, dsv4::Config::Parse(ss.str(), config_path));
+  ASSIGN_OR_RETURN(std::string config_text, dsv4::ReadConfigJson(dir));
+  ASSIGN_OR_RETURN(dsv4::Config config, dsv4::Config::Parse(config_text, dir + "/config.json"));
   CheckpointOptions copts;
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::Open(dir, copts));
   ASSIGN_OR_RETURN(std::unique_ptr<dsv4::DeepseekV4Model> m,

@@ -18,6 +18,7 @@
 #include "kernels/workspace.h"
 #include "model/deepseek_v41_formats.h"
 #include "model/deepseek_v4_chunk_check.h"
+#include "model/deepseek_v4_loading.h"
 #include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_moe.h"
 #include "model/deepseek_v4_numerics.h"
@@ -1154,18 +1155,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::Create(
   const EnvConfig& env = Env();
   m->set_prefill_truncation(env.yoco_prefill_truncation_mode == "compact",
                             env.yoco_prefill_keep_tokens);
-  ModelInfo& info = m->info_;
-  info.architecture = "DeepseekV41ForCausalLM";
-  info.model_type = "deepseek_v41";
-  info.vocab_size = c.vocab_size;
-  info.max_context = c.max_position_embeddings;
-  info.hidden_size = c.hidden_size;
-  info.num_layers = c.num_layers;
-  info.bos_token_id = c.bos_token_id;
-  info.eos_token_ids = c.eos_token_ids;
-  info.num_parameters = m->w_->num_parameters;
-  info.weight_bytes = m->w_->weight_bytes;
-  info.active_weight_bytes_per_token = m->w_->active_bytes_per_token;
+  dsv4::FillModelInfo("DeepseekV41ForCausalLM", "deepseek_v41", c, *m->w_, &m->info_);
   LOG(INFO) << "DeepSeek-V4.1: " << c.num_layers << " layers + " << c.num_dspark_layers
             << " DSpark, hidden " << c.hidden_size << ", window " << c.window
             << ", KV sources " << c.kv_source_layers.size() << ", stored state "
@@ -1459,12 +1449,8 @@ absl::Status DeepseekV41Model::ForwardWithImages(const ForwardBatch& batch,
 
 absl::StatusOr<std::unique_ptr<CausalLM>> LoadDeepseekV41(const std::string& dir,
                                                           const LoadOptions& options) {
-  const std::string config_path = dir + "/config.json";
-  std::ifstream in(config_path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("no config.json in ", dir));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  ASSIGN_OR_RETURN(dsv41::Config config, dsv41::Config::Parse(ss.str(), config_path));
+  ASSIGN_OR_RETURN(std::string config_text, dsv4::ReadConfigJson(dir));
+  ASSIGN_OR_RETURN(dsv41::Config config, dsv41::Config::Parse(config_text, dir + "/config.json"));
   ASSIGN_OR_RETURN(dsv41::EngramHasher hasher, dsv41::EngramHasher::Load(config, dir));
   CheckpointOptions copts;
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::Open(dir, copts));
