@@ -107,6 +107,12 @@ inline float E8m0ToFloat(uint8_t e) {
   return BitsToFloat(static_cast<uint32_t>(e) << 23);
 }
 
+// std::ldexp(1, e - 127) for an E8M0 byte, without the libm call: E8m0ToFloat except that 255
+// gives +inf (DeepSeek-V4.1's tile scales, kernels/linear_fp8_blocks.h, are defined this way).
+inline float E8m0ToFloatLdexp(uint8_t e) {
+  return e == 0xFF ? std::numeric_limits<float>::infinity() : E8m0ToFloat(e);
+}
+
 // ---------------------------------------------------------------------------------------------
 // FP4 e2m1: bit 3 = sign, then 2 exponent bits and 1 mantissa bit. Values
 // {0, 0.5, 1, 1.5, 2, 3, 4, 6} and their negatives. Packed two per byte: byte j of a row holds

@@ -71,10 +71,8 @@ float Fp8BlocksView::Scale(int64_t rb, int64_t cb) const {
     std::memcpy(&s, static_cast<const uint8_t*>(scales) + 4 * i, 4);
     return s;
   }
-  // std::ldexp(1, e - 127) (+inf at e = 255, unlike E8m0ToFloat's NaN), without the libm call
-  // that cost more than the decode itself.
-  const uint8_t e = static_cast<const uint8_t*>(scales)[i];
-  return e == 0xFF ? std::numeric_limits<float>::infinity() : E8m0ToFloat(e);
+  // Not std::ldexp: the libm call cost more than the decode itself.
+  return E8m0ToFloatLdexp(static_cast<const uint8_t*>(scales)[i]);
 }
 
 int64_t Fp8BlocksScaleCount(int64_t rows, int64_t cols, int64_t br, int64_t bc) {

@@ -7,8 +7,6 @@
 // a row's result independent of its companions.
 #include "kernels/linear_fp8_blocks.h"
 
-#include "kernels/cpu/avx2.h"
-
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -17,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/reference.h"
+#include "kernels/formats.h"
 #include "kernels/relative_error.h"
 #include "kernels/workspace.h"
 
@@ -179,12 +178,13 @@ TEST(LinearFp8BlocksTest, MatchesReferenceAndDequantisedLinearBitwise) {
   }
 }
 
-// Fp8BlocksView::Scale and the AVX2 decode path's E8M0 scale are std::ldexp(1, e - 127) bit for bit (2^-127 subnormal
+// Fp8BlocksView::Scale and the AVX2 decode path's E8M0 scale (E8m0ToFloatLdexp) are
+// std::ldexp(1, e - 127) bit for bit (2^-127 subnormal
 // at e = 0, +inf at e = 255), as Fp8BlocksView::Scale computes it.
 TEST(LinearFp8BlocksTest, TileScaleIsLdexpOfTheExponent) {
   for (int e = 0; e < 256; ++e) {
     const float want = std::ldexp(1.0f, e - 127);
-    const float got = avx2::Fp8TileScaleE8m0(static_cast<uint8_t>(e));
+    const float got = E8m0ToFloatLdexp(static_cast<uint8_t>(e));
     EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "e " << e;
     const uint8_t byte = static_cast<uint8_t>(e);
     Fp8BlocksView v;

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -183,18 +184,23 @@ struct Fp8TileRow {
   const uint8_t* p;
   const WeightView* w;
   int64_t scale_base;  // index of this row's first scale
+  int col_shift;       // log2(fp8_tile_cols) when a power of two (V4.1: 5), else -1
   Fp8TileRow(const WeightView& wv, int64_t n)
       : p(static_cast<const uint8_t*>(wv.data) + n * wv.cols),
         w(&wv),
-        scale_base((n / wv.fp8_tile_rows) * ((wv.cols + wv.fp8_tile_cols - 1) / wv.fp8_tile_cols)) {}
+        scale_base((n / wv.fp8_tile_rows) * ((wv.cols + wv.fp8_tile_cols - 1) / wv.fp8_tile_cols)),
+        col_shift(std::has_single_bit(static_cast<uint64_t>(wv.fp8_tile_cols))
+                      ? std::countr_zero(static_cast<uint64_t>(wv.fp8_tile_cols))
+                      : -1) {}
+  // The scale of column k's tile (a shift instead of a 64-bit division per 32 weights).
   float Scale(int64_t k) const {
-    const int64_t i = scale_base + k / w->fp8_tile_cols;
+    const int64_t i = scale_base + (col_shift >= 0 ? k >> col_shift : k / w->fp8_tile_cols);
     if (w->scale_dtype == ScaleDType::kF32) {
       float v;
       std::memcpy(&v, static_cast<const uint8_t*>(w->scales) + 4 * i, 4);
       return v;
     }
-    return Fp8TileScaleE8m0(static_cast<const uint8_t*>(w->scales)[i]);
+    return E8m0ToFloatLdexp(static_cast<const uint8_t*>(w->scales)[i]);
   }
   // v · s for v = e4m3 · 2^-8 (exact): one rounding, with the 256 applied to v first where
   // s · 256 overflows (as Fp8Row::Scaled).
@@ -1153,10 +1159,6 @@ void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& 
 }
 
 }  // namespace
-
-float Fp8TileScaleE8m0(uint8_t e) {
-  return e == 0xFF ? std::numeric_limits<float>::infinity() : E8m0ToFloat(e);
-}
 
 void LinearFp8TilesSmallM(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
                           float* y, int64_t y_stride, const float* bias, ThreadPool* pool) {

@@ -24,9 +24,6 @@ void Linear(const float* x, int64_t M, const WeightView& w, float* y, const Line
 // N split over `pool` (null: the calling thread).
 void LinearFp8TilesSmallM(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
                           float* y, int64_t y_stride, const float* bias, ThreadPool* pool);
-// The scale an Fp8BlocksView E8M0 byte stands for: 2^(e-127), e = 255 giving +inf as
-// std::ldexp does (kernels::Fp8BlocksView::Scale), without a libm call.
-float Fp8TileScaleE8m0(uint8_t e);
 
 void RoundToBf16(float* x, int64_t n);
 void ActQuantFp8Sim(float* x, int64_t rows, int64_t cols, int64_t block);
