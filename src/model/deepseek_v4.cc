@@ -16,6 +16,7 @@
 #include "model/deepseek_v4_kv_rows.h"
 #include "model/deepseek_v4_loading.h"
 #include "model/deepseek_v4_chunk_check.h"
+#include "model/deepseek_v4_forward_hooks.h"
 #include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_moe.h"
 #include "model/deepseek_v4_numerics.h"
@@ -85,7 +86,7 @@ struct RowBatch {
 }  // namespace
 
 // Cache/state indices and per-block constants.
-struct DeepseekV4Model::Impl {
+struct DeepseekV4Model::Impl : ForwardHooks {
   struct BlockInfo {
     int paged_kv = -1;  // index into layout.paged
     int paged_idx = -1;
@@ -97,12 +98,10 @@ struct DeepseekV4Model::Impl {
   std::vector<BlockInfo> blocks;  // main layers then MTP
   const Config* cfg = nullptr;
   const KvLayout* layout = nullptr;
-  bool bf16 = true;
   // Row formats of the paged caches: "compressed_kv" (head_dim values) and "indexer_k"
   // (index_head_dim values).
   KvRowCodec kv_codec, idx_codec;
-  // Hooks of the current forward; only set for one-chunk forwards (see set_tracer/set_debug).
-  Tracer* tracer = nullptr;
+  // Debug hook of the current forward; only set for one-chunk forwards (see set_debug).
   std::vector<BlockDebug>* debug = nullptr;
 
   // ---------- small helpers ----------
@@ -110,18 +109,6 @@ struct DeepseekV4Model::Impl {
   // a float64 oracle; FP32 accumulation otherwise.
   void Lin(const WeightMatrix& w, const float* x, int64_t M, float* y, bool quantize_act) const {
     Linear(w, x, M, y, quantize_act, /*precise=*/!bf16);
-  }
-  void R(float* x, int64_t n) const {
-    if (!bf16) return;
-    for (int64_t i = 0; i < n; ++i) x[i] = RoundBf16(x[i]);
-  }
-  float R1(float x) const { return bf16 ? RoundBf16(x) : x; }
-
-  void TraceF(const std::string& name, float* data, int64_t n) const {
-    if (tracer != nullptr) tracer->Floats(name, std::span<float>(data, n));
-  }
-  void TraceI(const std::string& name, int32_t* data, int64_t n) const {
-    if (tracer != nullptr) tracer->Ints(name, std::span<int32_t>(data, n));
   }
 
   // Weighted RMSNorm of one row (FP32 math, output rounded).

@@ -18,6 +18,7 @@
 #include "kernels/workspace.h"
 #include "model/deepseek_v41_formats.h"
 #include "model/deepseek_v4_chunk_check.h"
+#include "model/deepseek_v4_forward_hooks.h"
 #include "model/deepseek_v4_loading.h"
 #include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_moe.h"
@@ -35,7 +36,6 @@ using dsv4::DotF64;
 using dsv4::E4M3ToF32;
 using dsv4::ForRows;
 using dsv4::RopeFrequencies;
-using dsv4::RoundBf16;
 using dsv4::Sigmoid;
 using dsv4::ValidateForwardChunk;
 
@@ -118,15 +118,13 @@ struct Batch {
 
 }  // namespace
 
-struct DeepseekV41Model::Impl {
+struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
   const Config* cfg = nullptr;
   const Weights41* w = nullptr;
   const KvLayout* layout = nullptr;
   const KvIndices* idx = nullptr;
   const EngramHasher* hasher = nullptr;
-  bool bf16 = true;
   std::vector<std::vector<double>> freqs;  // per block
-  Tracer* tracer = nullptr;
   std::vector<BlockDebug41>* debug = nullptr;
   EngramHasher hasher_store;
   // Decoder-side bounded replay at prefill (§7): 0 = off ("none"), else rows kept.
@@ -137,17 +135,6 @@ struct DeepseekV41Model::Impl {
   std::vector<float>* feature_sink = nullptr;
 
   // ---------- helpers ----------
-  void R(float* x, int64_t n) const {
-    if (!bf16) return;
-    for (int64_t i = 0; i < n; ++i) x[i] = RoundBf16(x[i]);
-  }
-  float R1(float x) const { return bf16 ? RoundBf16(x) : x; }
-  void TraceF(const std::string& name, float* data, int64_t n) const {
-    if (tracer != nullptr) tracer->Floats(name, std::span<float>(data, n));
-  }
-  void TraceI(const std::string& name, int32_t* data, int64_t n) const {
-    if (tracer != nullptr) tracer->Ints(name, std::span<int32_t>(data, n));
-  }
 
   // y = x W^T. quantize: MXFP8 per-32 activation quantisation first (FP8/FP4 weights, §3).
   // Tier B accumulates in FP64 (its goldens come from a float64 oracle).
