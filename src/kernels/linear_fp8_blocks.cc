@@ -136,6 +136,7 @@ void LinearFp8Blocks(const float* x, int64_t M, const Fp8BlocksView& w, float* y
     v.cols = K;
     v.fp8_tile_rows = w.block_rows;
     v.fp8_tile_cols = w.block_cols;
+    v.fp8_nan_free = w.nan_free;
     const int64_t x_stride = opt.x_stride > 0 ? opt.x_stride : K;
     avx2::LinearFp8TilesSmallM(x, x_stride, M, v, y, opt.y_stride > 0 ? opt.y_stride : N, opt.bias,
                                pool);

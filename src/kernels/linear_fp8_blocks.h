@@ -28,6 +28,9 @@ struct Fp8BlocksView {
   ScaleDType scale_dtype = ScaleDType::kE8M0;
   int64_t rows = 0, cols = 0;
   int64_t block_rows = 32, block_cols = 32;
+  // No byte is an e4m3 NaN code (checked at load, kernels::Fp8HasNanCodes): the decode kernel
+  // may skip its NaN masking (WeightView::fp8_nan_free).
+  bool nan_free = false;
   int64_t scale_cols() const { return (cols + block_cols - 1) / block_cols; }
   // Value of tile scale (row block rb, column block cb).
   float Scale(int64_t rb, int64_t cb) const;

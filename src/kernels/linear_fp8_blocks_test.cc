@@ -158,6 +158,15 @@ TEST(LinearFp8BlocksTest, MatchesReferenceAndDequantisedLinearBitwise) {
             EXPECT_LE(RelativeError(y, ref_y), 1e-5) << what;
             EXPECT_EQ(y, lin_y) << what << (p ? " pool" : "");
           }
+          // A loader's nan_free (set where Fp8HasNanCodes finds none) changes no result.
+          std::vector<uint8_t> clean = w.codes;
+          for (uint8_t& c : clean) c = (c & 0x7F) == 0x7F ? 0x10 : c;
+          ASSERT_FALSE(Fp8HasNanCodes(clean.data(), s.N * s.K));
+          Fp8BlocksView nf = w.view;
+          nf.data = clean.data();
+          const std::vector<float> checked = RunFp8(x, M, nf, opt, &pool);
+          nf.nan_free = true;
+          EXPECT_EQ(RunFp8(x, M, nf, opt, &pool), checked) << what << " nan_free";
           if (s.br == 128 && s.bc == 128) {
             WeightView v4;
             v4.dtype = WeightDType::kFP8Block;

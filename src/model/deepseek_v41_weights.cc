@@ -196,6 +196,7 @@ kernels::Fp8BlocksView Fp8View(const WeightMatrix& m) {
   v.rows = m.rows;
   v.cols = m.cols;
   v.block_rows = v.block_cols = m.fp8_block;
+  v.nan_free = m.fp8_nan_free;
   return v;
 }
 

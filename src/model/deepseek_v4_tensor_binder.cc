@@ -87,6 +87,7 @@ absl::StatusOr<WeightMatrix> TensorBinder::Fp8Tiles(const std::string& prefix, i
   m.cols = cols;
   m.data = t.data;
   m.scale_cols = sc;
+  m.fp8_nan_free = !kernels::Fp8HasNanCodes(static_cast<const uint8_t*>(t.data), rows * cols);
   if (s.dtype == DType::kF32) {
     m.scale_f32 = reinterpret_cast<const float*>(Aligned(s, 4));
   } else {

@@ -24,9 +24,7 @@ class Binder : public TensorBinder {
   // FP8 block matrix `prefix.weight` [rows, cols] + `prefix.scale` [ceil(rows/128),
   // ceil(cols/128)].
   absl::StatusOr<WeightMatrix> Fp8(const std::string& prefix, int64_t rows, int64_t cols) {
-    ASSIGN_OR_RETURN(WeightMatrix m, Fp8Tiles(prefix, rows, cols, 128));
-    m.fp8_nan_free = !kernels::Fp8HasNanCodes(static_cast<const uint8_t*>(m.data), rows * cols);
-    return m;
+    return Fp8Tiles(prefix, rows, cols, 128);
   }
 
   // Routed expert matrix: packed FP4 (I8 [rows, cols/2] + E8M0 [rows, cols/32]) or, with

@@ -185,13 +185,15 @@ struct Fp8TileRow {
   const WeightView* w;
   int64_t scale_base;  // index of this row's first scale
   int col_shift;       // log2(fp8_tile_cols) when a power of two (V4.1: 5), else -1
+  bool nan_free;       // WeightView::fp8_nan_free: ZeroNaN would change nothing
   Fp8TileRow(const WeightView& wv, int64_t n)
       : p(static_cast<const uint8_t*>(wv.data) + n * wv.cols),
         w(&wv),
         scale_base((n / wv.fp8_tile_rows) * ((wv.cols + wv.fp8_tile_cols - 1) / wv.fp8_tile_cols)),
         col_shift(std::has_single_bit(static_cast<uint64_t>(wv.fp8_tile_cols))
                       ? std::countr_zero(static_cast<uint64_t>(wv.fp8_tile_cols))
-                      : -1) {}
+                      : -1),
+        nan_free(wv.fp8_nan_free) {}
   // The scale of column k's tile (a shift instead of a 64-bit division per 32 weights).
   float Scale(int64_t k) const {
     const int64_t i = scale_base + (col_shift >= 0 ? k >> col_shift : k / w->fp8_tile_cols);
@@ -213,15 +215,16 @@ struct Fp8TileRow {
   void Decode32(int64_t k, __m256* out) const {
     const float s = Scale(k);
     for (int half = 0; half < 2; ++half) {
-      const __m128i b =
-          Fp8Row::ZeroNaN(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 16 * half)));
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k + 16 * half));
+      if (!nan_free) b = Fp8Row::ZeroNaN(b);
       const __m256i h = Fp8Row::ToHalfBits16(b);
       out[2 * half] = Times(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), s);
       out[2 * half + 1] = Times(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), s);
     }
   }
   __m256 Decode8(int64_t k) const {
-    const __m128i b = Fp8Row::ZeroNaN(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k)));
+    __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k));
+    if (!nan_free) b = Fp8Row::ZeroNaN(b);
     const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7),
                                     _mm_set1_epi16(static_cast<short>(0xBF80)));
     return Times(_mm256_cvtph_ps(h), Scale(k));
