@@ -234,25 +234,13 @@ class TraceCompare : public Tracer {
 
   void Floats(const std::string& name, std::span<float> v) override {
     seen.insert(name);
-    auto it = trace_->tensors().find(name);
-    if (it == trace_->tensors().end()) {
-      missing.insert(name);
-      return;
-    }
-    const TensorView& t = it->second;
-    if (t.dtype != DType::kF32 || t.NumElements() != static_cast<int64_t>(v.size())) {
-      missing.insert(name + " (shape)");
-      return;
-    }
+    const TensorView* tp = dsv4::FindTraceStage(*trace_, name, v.size(), /*f32=*/true, &missing);
+    if (tp == nullptr) return;
     Result& r = results[name];
     for (size_t i = 0; i < v.size(); ++i) {
-      float want;
-      std::memcpy(&want, t.data + 4 * i, 4);
+      const float want = dsv4::F32At(*tp, i);
       const double d = std::fabs(static_cast<double>(v[i]) - want);
-      const float mag = std::max(std::fabs(want), std::fabs(v[i]));
-      int e;
-      std::frexp(mag, &e);
-      const double ulp = std::ldexp(1.0, e - 8);
+      const double ulp = dsv4::Bf16UlpOfLarger(want, v[i]);
       r.n++;
       if (d > ulp * 1.01 + 1e-30) r.off_ulp++;
       r.max_abs = std::max(r.max_abs, d);
@@ -261,16 +249,9 @@ class TraceCompare : public Tracer {
   }
   void Ints(const std::string& name, std::span<int32_t> v) override {
     seen.insert(name);
-    auto it = trace_->tensors().find(name);
-    if (it == trace_->tensors().end()) {
-      missing.insert(name);
-      return;
-    }
-    const TensorView& t = it->second;
-    if (t.NumElements() != static_cast<int64_t>(v.size())) {
-      missing.insert(name + " (shape)");
-      return;
-    }
+    const TensorView* tp = dsv4::FindTraceStage(*trace_, name, v.size(), /*f32=*/false, &missing);
+    if (tp == nullptr) return;
+    const TensorView& t = *tp;
     const int64_t cols = t.shape.back();
     const int64_t esz = t.dtype == DType::kU8 ? 1 : 8;
     int64_t bad = 0;

@@ -60,26 +60,13 @@ class TraceCompare : public Tracer {
   std::set<std::string> missing;
 
   void Floats(const std::string& name, std::span<float> v) override {
-    auto it = trace_->tensors().find(name);
-    if (it == trace_->tensors().end()) {
-      missing.insert(name);
-      return;
-    }
-    const TensorView& t = it->second;
-    if (t.dtype != DType::kF32 || t.NumElements() != static_cast<int64_t>(v.size())) {
-      missing.insert(name + " (shape)");
-      return;
-    }
+    const TensorView* tp = FindTraceStage(*trace_, name, v.size(), /*f32=*/true, &missing);
+    if (tp == nullptr) return;
     Result& r = results[name];
     for (size_t i = 0; i < v.size(); ++i) {
-      float want;
-      std::memcpy(&want, t.data + 4 * i, 4);
+      const float want = F32At(*tp, i);
       const double d = std::fabs(static_cast<double>(v[i]) - want);
-      // one BF16 ulp of the larger magnitude
-      const float mag = std::max(std::fabs(want), std::fabs(v[i]));
-      int e;
-      std::frexp(mag, &e);
-      const double ulp = std::ldexp(1.0, e - 8);
+      const double ulp = Bf16UlpOfLarger(want, v[i]);
       r.n++;
       if (d > 1e-6 * (1 + std::fabs(want))) r.off_1ulp++;
       if (d > ulp * 1.01 + 1e-30) r.off_2ulp++;
@@ -88,17 +75,10 @@ class TraceCompare : public Tracer {
     }
   }
   void Ints(const std::string& name, std::span<int32_t> v) override {
-    auto it = trace_->tensors().find(name);
-    if (it == trace_->tensors().end()) {
-      missing.insert(name);
-      return;
-    }
-    const TensorView& t = it->second;
+    const TensorView* tp = FindTraceStage(*trace_, name, v.size(), /*f32=*/false, &missing);
+    if (tp == nullptr) return;
+    const TensorView& t = *tp;
     const int64_t cols = t.shape.back();
-    if (t.NumElements() != static_cast<int64_t>(v.size())) {
-      missing.insert(name + " (shape)");
-      return;
-    }
     int64_t bad = 0;
     for (int64_t r = 0; r < t.shape[0]; ++r) {
       std::set<int64_t> want, got;

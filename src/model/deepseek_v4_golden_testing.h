@@ -1,19 +1,23 @@
 // Test helper for the DeepSeek-V4 and V4.1 golden tests (deepseek_v4_golden_test.cc,
-// deepseek_v41_test.cc; not used by the engine): reading the shared goldens' JSON and the
-// README "How to compare" logit statistics, which both models' goldens are judged by.
+// deepseek_v41_test.cc; not used by the engine): reading the shared goldens' JSON, the README
+// "How to compare" logit statistics, which both models' goldens are judged by, and the lookups
+// of the teacher-forcing tracers into a reference trace.
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V4_GOLDEN_TESTING_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V4_GOLDEN_TESTING_H_
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
+#include <set>
 #include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
+#include "model/checkpoint.h"
 #include "model/deepseek_v4_reference.h"
 #include "nlohmann/json.hpp"
 
@@ -103,6 +107,40 @@ inline LogitStats CompareLogits(const std::vector<float>& got, const std::vector
   s.p90_max = pct(0.9);
   s.argmax_agree = static_cast<double>(agree) / s.rows;
   return s;
+}
+
+// Stage `name` of a reference trace for a traced array of `n` values, or null after recording
+// why in `missing`: `name` when the trace has no such tensor, `name` + " (shape)" when it holds
+// another number of values (or, with `f32`, is not F32).
+inline const TensorView* FindTraceStage(const SafetensorsFile& trace, const std::string& name,
+                                        size_t n, bool f32, std::set<std::string>* missing) {
+  auto it = trace.tensors().find(name);
+  if (it == trace.tensors().end()) {
+    missing->insert(name);
+    return nullptr;
+  }
+  const TensorView& t = it->second;
+  if ((f32 && t.dtype != DType::kF32) || t.NumElements() != static_cast<int64_t>(n)) {
+    missing->insert(name + " (shape)");
+    return nullptr;
+  }
+  return &t;
+}
+
+// Value i of an F32 tensor.
+inline float F32At(const TensorView& t, size_t i) {
+  float v;
+  std::memcpy(&v, t.data + 4 * i, 4);
+  return v;
+}
+
+// One BF16 ulp (2^-7 of the binade) of the larger magnitude of a and b: the traces' tolerance
+// unit.
+inline double Bf16UlpOfLarger(float a, float b) {
+  const float mag = std::max(std::fabs(a), std::fabs(b));
+  int e;
+  std::frexp(mag, &e);
+  return std::ldexp(1.0, e - 8);
 }
 
 }  // namespace deepinfer::model::dsv4
