@@ -649,7 +649,7 @@ bool StreamTileFp8Bits(const float* const* xs, const WeightView& w, const int64_
 // system serves better than kNR adjacent rows; see StreamRowsFp4MR), then the leftover rows
 // singly. A tile holding a NaN code is redone row by row by the generic decoder on the unscaled
 // x (bitwise the same result for its other weights, see StreamFp8).
-template <int MR>
+template <int MR, class Row = Fp8Row>
 void StreamRowsFp8Bits(const float* const* xs, const float* const* xr, const WeightView& w,
                        int64_t n0, int64_t n1, const float* bias, float* const* yr) {
   constexpr int kNR = MR <= 2 ? 4 : 2;
@@ -665,12 +665,12 @@ void StreamRowsFp8Bits(const float* const* xs, const float* const* xr, const Wei
       n0, n1,
       [&](const int64_t* rows) {
         if (!StreamTileFp8Bits<MR, kNR, true>(xs, w, rows, K, bias, yr)) {
-          for (int j = 0; j < kNR; ++j) StreamTile<Fp8Row, MR, 1>(xr, w, &rows[j], K, bias, yr);
+          for (int j = 0; j < kNR; ++j) StreamTile<Row, MR, 1>(xr, w, &rows[j], K, bias, yr);
         }
       },
       [&](const int64_t* rows) {
         if (!StreamTileFp8Bits<MR, 1, true>(xs, w, rows, K, bias, yr)) {
-          StreamTile<Fp8Row, MR, 1>(xr, w, rows, K, bias, yr);
+          StreamTile<Row, MR, 1>(xr, w, rows, K, bias, yr);
         }
       });
 }
@@ -683,10 +683,14 @@ void StreamRowsFp8Bits(const float* const* xs, const float* const* xr, const Wei
 // same FMA sequence as the generic path fma(x, fl(e4m3·2^(e-127)), acc) and the packed prefill
 // path. Otherwise that row block falls back to the generic decoder (as does any tile holding a
 // NaN code).
+// Row: the generic decoder of the fallback (Fp8Row for V4's 128 x 128 tiles, Fp8TileRow for
+// other tile sizes, w.fp8_tile_rows x w.fp8_tile_cols; the tile columns a multiple of 32).
+template <class Row = Fp8Row>
 void StreamFp8(const float* x, int64_t x_stride, int64_t M, const WeightView& w, int64_t n0,
                int64_t n1, const float* bias, float* y, int64_t y_stride, float* xs_buf) {
   const int64_t K = w.cols;
-  const int64_t kblocks = (K + 127) / 128;
+  const int64_t tr = w.fp8_tile_rows, tc = w.fp8_tile_cols;
+  const int64_t kblocks = (K + tc - 1) / tc;
   const auto* scales = static_cast<const uint8_t*>(w.scales);
   const bool fast_subnormals = DetectedCpuFeatures().fast_subnormal_fma;
   for (int64_t m = 0; m < M; m += kStreamMaxM) {
@@ -700,8 +704,8 @@ void StreamFp8(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
       yr[i] = y + (m + i) * y_stride;
     }
     for (int64_t rb0 = n0; rb0 < n1;) {
-      const int64_t rb = rb0 / 128;
-      const int64_t rb1 = std::min(n1, (rb + 1) * 128);
+      const int64_t rb = rb0 / tr;
+      const int64_t rb1 = std::min(n1, (rb + 1) * tr);
       const uint8_t* srow = scales + (rb + w.scale_row_offset) * kblocks;
       // Build xs and check that every nonzero product stayed a normal float.
       __m256 bad = _mm256_setzero_ps();
@@ -723,8 +727,8 @@ void StreamFp8(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
           }
           const float f = BitsToFloat(static_cast<uint32_t>(e + 120) << 23);  // 2^(e-127)·2^120
           const __m256 vf = _mm256_set1_ps(f);
-          const int64_t k1 = std::min(K, (kb + 1) * 128);
-          int64_t k = kb * 128;
+          const int64_t k1 = std::min(K, (kb + 1) * tc);
+          int64_t k = kb * tc;
           for (; k + 8 <= k1; k += 8) {
             const __m256 xv = _mm256_loadu_ps(xr[i] + k);
             const __m256 v = _mm256_mul_ps(xv, vf);
@@ -751,28 +755,28 @@ void StreamFp8(const float* x, int64_t x_stride, int64_t M, const WeightView& w,
       float* const* yrp = yr;
       switch (exact ? mr : -mr) {
         case 1:
-          StreamRowsFp8Bits<1>(xsr, xr, w, rb0, rb1, bias, yrp);
+          StreamRowsFp8Bits<1, Row>(xsr, xr, w, rb0, rb1, bias, yrp);
           break;
         case 2:
-          StreamRowsFp8Bits<2>(xsr, xr, w, rb0, rb1, bias, yrp);
+          StreamRowsFp8Bits<2, Row>(xsr, xr, w, rb0, rb1, bias, yrp);
           break;
         case 3:
-          StreamRowsFp8Bits<3>(xsr, xr, w, rb0, rb1, bias, yrp);
+          StreamRowsFp8Bits<3, Row>(xsr, xr, w, rb0, rb1, bias, yrp);
           break;
         case 4:
-          StreamRowsFp8Bits<4>(xsr, xr, w, rb0, rb1, bias, yrp);
+          StreamRowsFp8Bits<4, Row>(xsr, xr, w, rb0, rb1, bias, yrp);
           break;
         case -1:
-          StreamRowsMR<Fp8Row, 1>(xr, w, rb0, rb1, bias, yrp);
+          StreamRowsMR<Row, 1>(xr, w, rb0, rb1, bias, yrp);
           break;
         case -2:
-          StreamRowsMR<Fp8Row, 2>(xr, w, rb0, rb1, bias, yrp);
+          StreamRowsMR<Row, 2>(xr, w, rb0, rb1, bias, yrp);
           break;
         case -3:
-          StreamRowsMR<Fp8Row, 3>(xr, w, rb0, rb1, bias, yrp);
+          StreamRowsMR<Row, 3>(xr, w, rb0, rb1, bias, yrp);
           break;
         default:
-          StreamRowsMR<Fp8Row, 4>(xr, w, rb0, rb1, bias, yrp);
+          StreamRowsMR<Row, 4>(xr, w, rb0, rb1, bias, yrp);
           break;
       }
       rb0 = rb1;
@@ -1170,8 +1174,17 @@ void LinearFp8TilesSmallM(const float* x, int64_t x_stride, int64_t M, const Wei
   CHECK(M >= 0 && M <= kStreamMaxM);
   const int64_t N = w.rows;
   const int threads = pool != nullptr && N > kAlignN ? pool->num_threads() : 1;
+  // E8M0 tiles take StreamFp8's block-scaled bit-placement decode where the CPU allows it
+  // (bitwise the same values; its scratch is a scaled copy of x), F32 tiles the generic decoder.
+  const bool e8m0 = w.scale_dtype == ScaleDType::kE8M0;
   cpu::ForEachThreadRange(N, kAlignN, pool, threads, [&](int64_t n0, int64_t n1, int) {
-    StreamRows<Fp8TileRow>(x, x_stride, M, w, n0, n1, bias, y, y_stride);
+    if (e8m0) {
+      thread_local std::vector<float> xs;  // per thread, kept between calls (no allocation)
+      if (xs.size() < static_cast<size_t>(kStreamMaxM * w.cols)) xs.resize(kStreamMaxM * w.cols);
+      StreamFp8<Fp8TileRow>(x, x_stride, M, w, n0, n1, bias, y, y_stride, xs.data());
+    } else {
+      StreamRows<Fp8TileRow>(x, x_stride, M, w, n0, n1, bias, y, y_stride);
+    }
   });
 }
 
