@@ -1,6 +1,11 @@
 #include "model/deepseek_v4_numerics.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -12,6 +17,42 @@ TEST(DsV4Numerics, RoundBf16HandValues) {
   // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even -> 1.
   EXPECT_EQ(RoundBf16(1.0f + std::ldexp(1.f, -8)), 1.0f);
   EXPECT_EQ(RoundBf16(1.0f + 3 * std::ldexp(1.f, -8)), 1.0f + std::ldexp(1.f, -6));
+}
+
+// RoundE4M3 against the grid itself: the nearest of the 127 finite non-negative e4m3 values
+// (decoded by E4M3ToF32), ties to the even code, saturating at 448, sign restored; for a spread
+// of 2^20 bit patterns over every exponent (both signs, subnormals, infinities) plus the
+// midpoints between neighbouring grid values and the points just beside them.
+TEST(DsV4Numerics, RoundE4M3MatchesTheGrid) {
+  std::vector<double> grid;  // codes 0..126: increasing
+  for (int c = 0; c < 127; ++c) grid.push_back(E4M3ToF32(static_cast<uint8_t>(c)));
+  auto oracle = [&](float x) -> float {
+    const double a = std::fabs(static_cast<double>(x));
+    if (a >= 448.0) return std::copysign(448.0f, x);
+    size_t hi = std::upper_bound(grid.begin(), grid.end(), a) - grid.begin();  // grid[hi] > a
+    size_t lo = hi - 1;
+    const double dl = a - grid[lo], dh = grid[hi] - a;
+    const size_t pick = dl < dh ? lo : dh < dl ? hi : (lo % 2 == 0 ? lo : hi);
+    return std::copysign(static_cast<float>(grid[pick]), x);
+  };
+  std::vector<float> xs;
+  for (uint64_t i = 0; i < (uint64_t{1} << 32); i += 4099) {
+    const float x = std::bit_cast<float>(static_cast<uint32_t>(i));
+    if (!std::isnan(x)) xs.push_back(x);
+  }
+  for (size_t c = 0; c + 1 < grid.size(); ++c) {
+    const float mid = static_cast<float>((grid[c] + grid[c + 1]) / 2);  // exact: few bits
+    xs.insert(xs.end(), {mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e9f), -mid});
+  }
+  xs.insert(xs.end(), {std::numeric_limits<float>::infinity(), 464.0f, 480.0f, 1e38f,
+                       std::numeric_limits<float>::denorm_min()});
+  for (float x : xs) {
+    if (x == 0.0f) continue;
+    ASSERT_EQ(std::bit_cast<uint32_t>(RoundE4M3(x)), std::bit_cast<uint32_t>(oracle(x)))
+        << std::hexfloat << x;
+  }
+  EXPECT_EQ(std::bit_cast<uint32_t>(RoundE4M3(-0.0f)), std::bit_cast<uint32_t>(-0.0f));
+  EXPECT_TRUE(std::isnan(RoundE4M3(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST(DsV4Numerics, E4M3RoundingHandValues) {
