@@ -9,6 +9,10 @@
 // of the rows around it and of the thread count, so the result is bitwise the result of Linear on
 // the whole dequantised matrix, batch-invariant in the same sense, at 1 byte per weight in memory
 // instead of 4. With block 128 it equals Linear on the same bytes as a kFP8Block view.
+// Decode-sized calls (M <= 4) on the AVX2 kernels skip the panels: the FP8 bytes are streamed
+// once through the F32 Linear's own streaming loop with a tile-scale row decoder
+// (avx2::LinearFp8TilesSmallM), which gives the same bits. On AVX-512 and the scalar kernels
+// every M still goes through the panels.
 #ifndef DEEPINFER_KERNELS_LINEAR_FP8_BLOCKS_H_
 #define DEEPINFER_KERNELS_LINEAR_FP8_BLOCKS_H_
 
