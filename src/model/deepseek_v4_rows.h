@@ -1,7 +1,7 @@
 // Row-wise building blocks shared by the DeepSeek-V4 and V4.1 forwards (deepseek_v4.cc,
 // deepseek_v41.cc): the fixed-order FP64 dot product, the logistic function, the weighted
-// RMSNorm of a row and the row loop that hands big enough work to the kernel pool. Both models' goldens depend on these exact
-// summation orders, so one definition serves both.
+// RMSNorm of a row and the row loop that hands big enough work to the kernel pool. Both models'
+// goldens depend on these exact summation orders, so one definition serves both.
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V4_ROWS_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V4_ROWS_H_
 

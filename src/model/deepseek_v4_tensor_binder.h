@@ -2,8 +2,9 @@
 // (deepseek_v4_weights.cc, deepseek_v41_weights.cc): dtype and shape checks with one error
 // format, copies of misaligned tensors, parameter / byte counting, FP32 vectors and the formats
 // both checkpoints store the same way (BF16 / F32 matrices, FP8 tiles, MXFP4 experts, mHC
-// parameters). What the models add on top (V4: the NaN-code scan and lane repacking; V4.1: its
-// tile size and BF16 fallback) stays in their binders.
+// parameters; FP8 tiles are scanned once for e4m3 NaN codes, WeightMatrix::fp8_nan_free). What
+// the models add on top (V4: lane repacking; V4.1: its tile size and BF16 fallback) stays in their
+// binders.
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V4_TENSOR_BINDER_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V4_TENSOR_BINDER_H_
 
