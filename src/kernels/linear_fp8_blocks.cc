@@ -4,7 +4,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "common/check.h"
 #include "kernels/cpu/avx2.h"
