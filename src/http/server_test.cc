@@ -24,6 +24,11 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
+// The chunked body's last chunk. The leading CRLF matters: a bare "0\r\n\r\n" also matches the
+// end of the headers whenever the last header value ends in '0' (a random X-Request-Id does, one
+// time in 16).
+constexpr char kLastChunk[] = "\r\n0\r\n\r\n";
+
 // A raw TCP client: the expected bytes below come from RFC 9112 (HTTP/1.1 framing), not from
 // the server code.
 class RawClient {
@@ -169,7 +174,7 @@ TEST(HttpServerTest, StreamsChunksAndEndsWithZeroChunk) {
                        }));
   RawClient c(server->port());
   c.Send("GET /s HTTP/1.1\r\nHost: x\r\n\r\n");
-  std::string r = c.ReadUntil("0\r\n\r\n");
+  std::string r = c.ReadUntil(kLastChunk);
   EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
   EXPECT_THAT(r, HasSubstr("Content-Type: text/event-stream\r\n"));
   EXPECT_THAT(r, HasSubstr("Transfer-Encoding: chunked\r\n"));
@@ -321,11 +326,11 @@ TEST(HttpServerTest, KeepAliveAndLongResponsesOutliveTheRequestTimeout) {
                        }));
   RawClient c(server->port());
   c.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_THAT(c.ReadUntil("0\r\n\r\n"), HasSubstr("data: b\n\n"));
+  EXPECT_THAT(c.ReadUntil(kLastChunk), HasSubstr("data: b\n\n"));
   // Idle between requests for longer than the request timeout (the idle timeout is 75 s).
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   c.Send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_THAT(c.ReadUntil("0\r\n\r\n"), StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(c.ReadUntil(kLastChunk), StartsWith("HTTP/1.1 200 OK\r\n"));
 }
 
 TEST(HttpServerTest, ShutdownDeadlineLetsStreamsEndWithATerminalEvent) {
@@ -352,7 +357,7 @@ TEST(HttpServerTest, ShutdownDeadlineLetsStreamsEndWithATerminalEvent) {
   server->Shutdown(100);
   EXPECT_TRUE(saw_closing);
   // The terminal event and the last chunk (RFC 9112 §7.1) arrive before the connection closes.
-  EXPECT_THAT(c.ReadUntil("0\r\n\r\n"), HasSubstr("f\r\ndata: closing\n\n\r\n0\r\n\r\n"));
+  EXPECT_THAT(c.ReadUntil(kLastChunk), HasSubstr("f\r\ndata: closing\n\n\r\n0\r\n\r\n"));
   EXPECT_TRUE(c.WaitEof());
 }
 
@@ -383,7 +388,7 @@ TEST(HttpServerTest, RequestIdIsTheClientsOrRandomAndEchoedOnEveryResponse) {
   std::string r = c.ReadUntil("id=trace-42");
   EXPECT_THAT(r, HasSubstr("X-Request-Id: trace-42\r\n"));
   c.Send("GET /stream HTTP/1.1\r\nHost: x\r\nX-Request-Id: s-1\r\n\r\n");
-  r = c.ReadUntil("0\r\n\r\n");
+  r = c.ReadUntil(kLastChunk);
   EXPECT_THAT(r, HasSubstr("X-Request-Id: s-1\r\n"));
   EXPECT_THAT(r, HasSubstr("id=s-1"));
   // Without the header: a fresh 32-hex id, the same in the header and the handler's view.
