@@ -12,8 +12,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -24,8 +24,8 @@
 #include "common/cpu_features.h"
 #include "common/thread_pool.h"
 #include "kernels/formats.h"
-#include "kernels/read_bandwidth.h"
 #include "kernels/ops.h"
+#include "kernels/read_bandwidth.h"
 #include "kernels/workspace.h"
 
 namespace deepinfer::kernels {
@@ -38,7 +38,6 @@ ThreadPool* Pool() { return ThreadPool::Default(); }
 
 // --------------------------------------------------------------------------------------------
 // Machine limits
-
 
 // 10 independent 16-lane FMA chains for `iters` steps (the AVX-512 kernels' peak: the kernels
 // use zmm FMAs when ActiveIsa() is kAvx512, so the roofline must too). Returns a value that
@@ -147,8 +146,8 @@ struct WeightSet {
   int64_t bytes_each = 0;
 };
 
-WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footprint,
-                      bool repack, bool keep_nan_check) {
+WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footprint, bool repack,
+                      bool keep_nan_check) {
   WeightSet s;
   const int64_t data_bytes = WeightDataBytes(dtype, N, K);
   const int64_t scale_count = WeightScaleCount(dtype, N, K);
@@ -191,19 +190,19 @@ WeightSet MakeWeights(WeightDType dtype, int64_t N, int64_t K, size_t min_footpr
 }
 
 void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize, bool repack = true,
-               bool keep_nan_check = false) {
+               bool keep_nan_check = false, bool bf16_input = false) {
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
   // Decode benches rotate through copies larger than the caches; prefill reuses one matrix
   // (it is compute-bound by design, and the copies would only cost memory).
   const bool decode = M <= 4 && N * K >= (int64_t{1} << 22);
-  WeightSet ws =
-      MakeWeights(dtype, N, K, decode ? kMinWeightFootprint : 0, repack, keep_nan_check);
+  WeightSet ws = MakeWeights(dtype, N, K, decode ? kMinWeightFootprint : 0, repack, keep_nan_check);
   std::vector<float> x(M * K), y(M * N);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
-  for (auto& v : x) v = nd(rng);
+  for (auto& v : x) v = bf16_input ? RoundBf16(nd(rng)) : nd(rng);
   LinearOptions opt;
   opt.quantize_activations = quantize;
+  opt.input_is_bf16 = bf16_input;
   Workspace scratch;
   const size_t bytes = LinearWorkspaceBytes(M, ws.views[0], opt, Pool());
   void* wsp = scratch.Get(bytes);
@@ -257,6 +256,11 @@ void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize, bool r
 }
 
 void BM_LinearBf16(benchmark::State& s) { RunLinear(s, WeightDType::kBF16, false); }
+// BF16 weights times activations already rounded to BF16 (LinearOptions::input_is_bf16): the
+// BF16-dot tiles where a level with them is active, the FP32 kernels otherwise.
+void BM_LinearBf16Input(benchmark::State& s) {
+  RunLinear(s, WeightDType::kBF16, false, true, false, true);
+}
 void BM_LinearF32(benchmark::State& s) { RunLinear(s, WeightDType::kF32, false); }
 void BM_LinearFp8(benchmark::State& s) { RunLinear(s, WeightDType::kFP8Block, true); }
 // FP8 as loaded without the NaN-code scan (WeightView::fp8_nan_free false): the kernel checks
@@ -301,6 +305,10 @@ BENCHMARK(BM_LinearFp8)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LinearMxfp4)->Args({256, 4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LinearBf16Input)
+    ->Args({256, 4096, 4096})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // Prints each product's achieved fraction of the measured limits after the table, twice:
 // by wall time (the plain definition) and by the calling thread's CPU time (every benchmark

@@ -209,6 +209,50 @@ bool PackB(const float* w, int64_t count, int64_t K, uint16_t* b) {
   return exact;
 }
 
+namespace {
+
+// Whether internal::Avx512DecodeRowBf16 runs here (AVX-512 F/BW/VL/DQ; every CPU with AMX or
+// AVX512_BF16 has them).
+bool FastDecodeRuns() {
+  static const bool runs = [] {
+    const CpuFeatures& f = DetectedCpuFeatures();
+    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  }();
+  return runs;
+}
+
+// One B tile column (weight rows [n0, n0 + count), count <= 16) by the AVX-512 decode: rows
+// decoded row-major into `staging` ([16][PaddedK(K)] BF16, K >= 32), then moved to the VNNI
+// layout a 32-bit pair at a time. Returns false, with b unspecified, when a value is not
+// BF16-exact (the caller then packs the tile the scalar way, which also gives its FP32 rows).
+bool PackBFast(const WeightView& w, int64_t n0, int64_t count, int64_t K, uint16_t* staging,
+               uint16_t* b) {
+  const int64_t kp = PaddedK(K), kt = kp / kTileK;
+  for (int64_t r = 0; r < kTileN; ++r) {
+    uint16_t* row = staging + r * kp;
+    if (r >= count) {
+      std::fill(row, row + kp, uint16_t{0});
+      continue;
+    }
+    if (!internal::Avx512DecodeRowBf16(w, n0 + r, row)) return false;
+    std::fill(row + K, row + kp, uint16_t{0});
+  }
+  // b dword [t][p][j] = pair p of K tile t of row j (PackB's layout).
+  const int64_t pairs = kp / 2;
+  uint32_t* bd = reinterpret_cast<uint32_t*>(b);
+  const uint32_t* sd = reinterpret_cast<const uint32_t*>(staging);
+  for (int64_t t = 0; t < kt; ++t) {
+    for (int p = 0; p < kTileK / 2; ++p) {
+      uint32_t* dst = bd + (t * (kTileK / 2) + p) * kTileN;
+      const uint32_t* src = sd + t * (kTileK / 2) + p;
+      for (int j = 0; j < kTileN; ++j) dst[j] = src[j * pairs];
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 bool Applies(const WeightView& w, const LinearOptions& opt) {
   if (!opt.quantize_activations && !opt.input_is_bf16) return false;
   switch (w.dtype) {
@@ -261,6 +305,9 @@ void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float
   auto exact_row = [&](int64_t m) { return row_exact == nullptr || row_exact[m] != 0; };
   uint8_t* scratch = next;
   const size_t per_thread = PerThreadBytes(K);
+  const bool fast_decode =
+      FastDecodeRuns() && K >= kTileK &&
+      (row_exact == nullptr || std::all_of(row_exact, row_exact + M, [](uint8_t e) { return e; }));
   const int64_t tile_stride = kTileM * kp;  // BF16 between consecutive A (or B) tile rows
 
   cpu::ForEachThreadRange(N, kPanelRows, pool, threads, [&](int64_t n0, int64_t n1, int slot) {
@@ -278,6 +325,12 @@ void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float
       for (int j = 0; j < nt; ++j) {
         const int64_t count = std::min<int64_t>(kTileN, nc - j * kTileN);
         float* rows = wrows + j * kTileN * K;
+        // The AVX-512 decode when every x row takes the tiles (the FP32 rows are then needed
+        // only by a tile that is not exact, which is decoded again the scalar way).
+        if (fast_decode && PackBFast(w, nb + j * kTileN, count, K,
+                                     reinterpret_cast<uint16_t*>(rows), panel + j * tile_stride)) {
+          continue;
+        }
         for (int64_t r = 0; r < count; ++r)
           ref::DecodeWeightRow(w, nb + j * kTileN + r, rows + r * K);
         exact[j] = PackB(rows, count, K, panel + j * tile_stride);
