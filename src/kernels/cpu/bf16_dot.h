@@ -24,10 +24,10 @@
 // Both are fixed per output element and independent of M (rows of a tile never mix, every M is
 // padded to whole tiles and run through the same K order), of the output's position in the
 // batch, of N blocking and of the thread count. The bias, if any, is added after the sum.
-// Assumed, not verified on hardware here (the development machine has neither AMX nor
-// AVX512_BF16): that the hardware follows the pseudo-code above exactly, including FTZ being
-// applied after rounding; kernels_test compares the real kernels bitwise against the emulation
-// wherever the CPU has them. NaN payloads are not part of the contract.
+// VDPBF16PS was checked bitwise against Order::kVdp's emulation on AMD Zen 4 (kernels_test,
+// 2026-12-02); TDPBF16PS against Order::kAmx is assumed until a CPU with AMX runs
+// Bf16Dot.AmxMatchesItsEmulationBitwise. kernels_test compares the real kernels bitwise against
+// the emulation wherever the CPU has them. NaN payloads are not part of the contract.
 //
 // Weight rows that are not BF16-exact normal numbers after decoding (an extreme E8M0 scale that
 // makes e4m3 · 2^(e-127) subnormal, or BF16 weights that are subnormal) would not give the
