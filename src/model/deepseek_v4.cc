@@ -13,10 +13,10 @@
 #include "common/status.h"
 #include "common/step_trace.h"
 #include "common/thread_pool.h"
-#include "model/deepseek_v4_kv_rows.h"
-#include "model/deepseek_v4_loading.h"
 #include "model/deepseek_v4_chunk_check.h"
 #include "model/deepseek_v4_forward_hooks.h"
+#include "model/deepseek_v4_kv_rows.h"
+#include "model/deepseek_v4_loading.h"
 #include "model/deepseek_v4_mhc.h"
 #include "model/deepseek_v4_moe.h"
 #include "model/deepseek_v4_numerics.h"
@@ -370,7 +370,6 @@ struct DeepseekV4Model::Impl : ForwardHooks {
         // Each sequence's keys are decoded once for all its query rows; sequences go in groups
         // whose decoded keys fit kIndexerScratchBytes. A sequence's rows score the keys of rows
         // [0, (p0 + T) / m), the rows visible to its last query (and to the trace).
-        const int64_t cost = 4 * IH * ID * std::max<int64_t>(1, (b.pos[T - 1] + 1) / m);
         std::vector<std::pair<int32_t, int64_t>> need;
         std::vector<int64_t> first_key(b.seqs.size());
         std::vector<float> keys;
@@ -389,32 +388,54 @@ struct DeepseekV4Model::Impl : ForwardHooks {
           keys.resize(need.size() * ID);
           DecodeRows(b, bi.paged_idx, idx_codec, m, need, keys.data());
           const int64_t t0 = b.seqs[g0].row0, t1 = b.seqs[g1 - 1].row0 + b.seqs[g1 - 1].T;
-          ForRows(t1 - t0, cost, [&](int64_t i) {
-            const int64_t t = t0 + i;
-            const int64_t p = b.pos[t], nvis = (p + 1) / m;
-            const float* seq_keys = keys.data() + first_key[b.seq_of[t]] * ID;
-            // Rows not yet visible to p are scored only for the trace.
-            const int64_t nscore = tracer != nullptr ? end_rows : nvis;
-            std::vector<std::pair<float, int32_t>> sc(nscore);
-            for (int64_t r = 0; r < nscore; ++r) {
-              const float* kb = seq_keys + r * ID;
-              double acc = 0;
-              for (int64_t h = 0; h < IH; ++h) {
-                const float* qh = qi.data() + (t * IH + h) * ID;
-                acc += std::max(DotF64(qh, kb, ID), 0.0) * wts[t * IH + h];
-              }
-              // Selection uses the unrounded score (the oracle's order on BF16 near-ties).
-              sc[r] = {static_cast<float>(acc), static_cast<int32_t>(r)};
-              if (tracer != nullptr) all_scores[t * end_rows + r] = R1(sc[r].first);
+          // Scores first, as (row, block of kScoreBlock keys) items on the pool, so that a decode
+          // step (one row against every key) is split over the threads too; then each row's
+          // top-k. Every score is one row's own FP64 sum: bitwise the same for any split. Rows
+          // go in groups of at most kScoreGroup scores (bounded scratch for long prompts).
+          constexpr int64_t kScoreBlock = 32, kScoreGroup = int64_t{1} << 20;
+          for (int64_t ra = t0, rb = t0; ra < t1; ra = rb) {
+            std::vector<int64_t> item_start(1, 0);
+            int64_t total = 0;
+            for (rb = ra; rb < t1 && (rb == ra || total < kScoreGroup); ++rb) {
+              const int64_t nscore = tracer != nullptr ? end_rows : (b.pos[rb] + 1) / m;
+              total += nscore;
+              item_start.push_back(item_start.back() + (nscore + kScoreBlock - 1) / kScoreBlock);
             }
-            const int64_t k = std::min<int64_t>(K, nvis);
-            sc.resize(nvis);
-            std::partial_sort(
-                sc.begin(), sc.begin() + k, sc.end(), [](const auto& x, const auto& y) {
-                  return x.first > y.first || (x.first == y.first && x.second < y.second);
-                });
-            for (int64_t j = 0; j < k; ++j) sel_flat[t * K + j] = sc[j].second;
-          });
+            std::vector<std::vector<std::pair<float, int32_t>>> row_scores(rb - ra);
+            for (int64_t t = ra; t < rb; ++t) {
+              row_scores[t - ra].resize(tracer != nullptr ? end_rows : (b.pos[t] + 1) / m);
+            }
+            ForRows(item_start.back(), 2 * kScoreBlock * IH * ID, [&](int64_t item) {
+              const int64_t i = std::upper_bound(item_start.begin(), item_start.end(), item) -
+                                item_start.begin() - 1;
+              const int64_t t = ra + i;
+              const float* seq_keys = keys.data() + first_key[b.seq_of[t]] * ID;
+              std::vector<std::pair<float, int32_t>>& sc = row_scores[i];
+              const int64_t r0 = (item - item_start[i]) * kScoreBlock;
+              const int64_t r1 = std::min<int64_t>(r0 + kScoreBlock, sc.size());
+              for (int64_t r = r0; r < r1; ++r) {
+                const double acc = IndexerScoreF64(qi.data() + t * IH * ID, wts.data() + t * IH, IH,
+                                                   seq_keys + r * ID, ID);
+                // Selection uses the unrounded score (the oracle's order on BF16 near-ties).
+                sc[r] = {static_cast<float>(acc), static_cast<int32_t>(r)};
+                if (tracer != nullptr) all_scores[t * end_rows + r] = R1(sc[r].first);
+              }
+            });
+            ForRows(rb - ra, 16 * static_cast<int64_t>(row_scores[0].size()) + 16 * K,
+                    [&](int64_t i) {
+                      const int64_t t = ra + i;
+                      const int64_t nvis = (b.pos[t] + 1) / m;
+                      std::vector<std::pair<float, int32_t>>& sc = row_scores[i];
+                      // Rows not yet visible to p were scored only for the trace.
+                      const int64_t k = std::min<int64_t>(K, nvis);
+                      sc.resize(nvis);
+                      std::partial_sort(
+                          sc.begin(), sc.begin() + k, sc.end(), [](const auto& x, const auto& y) {
+                            return x.first > y.first || (x.first == y.first && x.second < y.second);
+                          });
+                      for (int64_t j = 0; j < k; ++j) sel_flat[t * K + j] = sc[j].second;
+                    });
+          }
         }
         if (tracer != nullptr) {
           TraceF(pfx + "index_scores", all_scores.data(), all_scores.size());
@@ -463,38 +484,41 @@ struct DeepseekV4Model::Impl : ForwardHooks {
     }
 
     // attention: each row over its own sequence's window (this chunk's rows + the ring) and
-    // compressed rows
+    // compressed rows. The key lists are built per row first; the heads then run on the pool
+    // as (row, head) items, so a decode step (one row) spreads its heads over the threads.
+    // Each head is computed whole by one thread in one order: bitwise the same for any split.
+    std::vector<std::vector<const float*>> row_keys(T);
+    for (int64_t t = 0; t < T; ++t) {
+      const SeqCtx& s = b.seqs[b.seq_of[t]];
+      const float* ring = StateAt(s, bi.state_window);
+      const float* chunk_kv = kv.data() + s.row0 * d;
+      const int64_t p = b.pos[t];
+      std::vector<const float*>& keys = row_keys[t];
+      for (int64_t j = std::max<int64_t>(s.floor, p - W + 1); j <= p; ++j) {
+        keys.push_back(j >= s.p0 ? chunk_kv + (j - s.p0) * d : ring + (j % RS) * d);
+      }
+      if (m > 0) {
+        const int32_t si = b.seq_of[t];
+        if (aw.has_indexer) {
+          for (int32_t r : selected[t]) keys.push_back(comp.data() + comp_of[si][r] * d);
+        } else {
+          for (int64_t r = 0; r < (p + 1) / m; ++r)
+            keys.push_back(comp.data() + (first_comp[si] + r) * d);
+        }
+      }
+    }
     std::vector<float> o(T * H * d);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    ThreadPool::Default()->ParallelFor(T, [&](int64_t tb, int64_t te) {
-      std::vector<const float*> keys;
+    ThreadPool::Default()->ParallelFor(T * H, [&](int64_t ib, int64_t ie) {
       std::vector<float> scores;
       std::vector<double> acc;
-      for (int64_t t = tb; t < te; ++t) {
-        const SeqCtx& s = b.seqs[b.seq_of[t]];
-        const float* ring = StateAt(s, bi.state_window);
-        const float* chunk_kv = kv.data() + s.row0 * d;
-        const int64_t p = b.pos[t];
-        keys.clear();
-        for (int64_t j = std::max<int64_t>(s.floor, p - W + 1); j <= p; ++j) {
-          keys.push_back(j >= s.p0 ? chunk_kv + (j - s.p0) * d : ring + (j % RS) * d);
-        }
-        if (m > 0) {
-          const int32_t si = b.seq_of[t];
-          if (aw.has_indexer) {
-            for (int32_t r : selected[t]) keys.push_back(comp.data() + comp_of[si][r] * d);
-          } else {
-            for (int64_t r = 0; r < (p + 1) / m; ++r)
-              keys.push_back(comp.data() + (first_comp[si] + r) * d);
-          }
-        }
-        for (int64_t h = 0; h < H; ++h) {
-          float* oh = o.data() + (t * H + h) * d;
-          SinkAttentionHead(q.data() + (t * H + h) * d, keys, d, scale, aw.sink[h], bf16, &scores,
-                            &acc, oh);
-          ApplyRope(oh + d - rd, static_cast<int>(rd), bi.freqs, p, true);
-          R(oh + d - rd, rd);
-        }
+      for (int64_t i = ib; i < ie; ++i) {
+        const int64_t t = i / H, h = i % H;
+        float* oh = o.data() + i * d;
+        SinkAttentionHead(q.data() + i * d, row_keys[t], d, scale, aw.sink[h], bf16, &scores, &acc,
+                          oh);
+        ApplyRope(oh + d - rd, static_cast<int>(rd), bi.freqs, b.pos[t], true);
+        R(oh + d - rd, rd);
       }
     });
     TraceF(pfx + "attn.o", o.data(), o.size());
@@ -590,11 +614,12 @@ struct DeepseekV4Model::Impl : ForwardHooks {
     }
     // Group tokens by expert; accumulate in expert-id order (as the reference loop does).
     std::vector<float> y(T * D);
-    RunRoutedExperts(xn, T, D, E, K, idx.data(), wts.data(),
-                     [&](int64_t e, const float* xg, int64_t M, const float* rw, float* yg) {
-                       Swiglu(mw.experts[e], xg, M, rw, yg);
-                     },
-                     y.data(), ThreadPool::Default());
+    RunRoutedExperts(
+        xn, T, D, E, K, idx.data(), wts.data(),
+        [&](int64_t e, const float* xg, int64_t M, const float* rw, float* yg) {
+          Swiglu(mw.experts[e], xg, M, rw, yg);
+        },
+        y.data(), ThreadPool::Default());
     std::vector<float> sh(T * D);
     Swiglu(mw.shared, xn, T, nullptr, sh.data());
     for (int64_t i = 0; i < T * D; ++i) out[i] = R1(y[i] + sh[i]);
@@ -835,8 +860,7 @@ int64_t DeepseekV4Model::mtp_stream_floats() const {
 }
 
 absl::Status DeepseekV4Model::ForwardWithStreams(const ForwardBatch& batch, const KvCacheView& kv,
-                                                 ForwardOutput* out,
-                                                 std::vector<float>* streams) {
+                                                 ForwardOutput* out, std::vector<float>* streams) {
   out->logits.clear();
   out->chunk_row_begin.assign(1, 0);
   streams->clear();

@@ -35,6 +35,7 @@ using dsv4::CheckDistinctStateSlots;
 using dsv4::DotF64;
 using dsv4::E4M3ToF32;
 using dsv4::ForRows;
+using dsv4::IndexerScoreF64;
 using dsv4::RopeFrequencies;
 using dsv4::Sigmoid;
 using dsv4::ValidateForwardChunk;
@@ -43,8 +44,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Top `k` of (score, id) pairs with finite score: largest first, ties to the lower id.
 std::vector<int32_t> TopFinite(std::vector<std::pair<float, int32_t>> sc, int64_t k) {
-  sc.erase(std::remove_if(sc.begin(), sc.end(),
-                          [](const auto& p) { return !(p.first > kNegInf); }),
+  sc.erase(std::remove_if(sc.begin(), sc.end(), [](const auto& p) { return !(p.first > kNegInf); }),
            sc.end());
   k = std::min<int64_t>(k, static_cast<int64_t>(sc.size()));
   std::partial_sort(sc.begin(), sc.begin() + k, sc.end(), [](const auto& x, const auto& y) {
@@ -63,8 +63,8 @@ struct Seq {
   std::span<const int32_t> block_table;
   uint8_t* state = nullptr;
   const KvCacheView* kv = nullptr;
-  int64_t floor = 0;       // replay_start: window floor
-  int64_t keep_until = 0;  // replay_until: cached rows below it are not rewritten
+  int64_t floor = 0;        // replay_start: window floor
+  int64_t keep_until = 0;   // replay_until: cached rows below it are not rewritten
   int64_t prefill_end = 0;  // SequenceChunk::prefill_end (compact truncation)
   // DSpark draft block (§5): keys = context ring positions [max(0, p0 - window), p0) plus every
   // row of the chunk (non-causal); the chunk's KV is not written to any ring.
@@ -194,9 +194,7 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
   }
 
   // ---------- cache addressing ----------
-  uint8_t* StateAt(const Seq& s, int index) const {
-    return s.state + layout->StateOffset(index);
-  }
+  uint8_t* StateAt(const Seq& s, int index) const { return s.state + layout->StateOffset(index); }
   // Ring row of block `b` for position `pos`.
   uint8_t* RingRow(const Seq& s, int64_t b, int64_t pos) const {
     const int64_t slot = pos % idx->ring_slots;
@@ -231,7 +229,8 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
   }
 
   // ---------- Engram (§4.2) ----------
-  void Engram(int64_t l, const Batch& b, float* X, BlockDebug41* dbg, const std::string& pfx) const {
+  void Engram(int64_t l, const Batch& b, float* X, BlockDebug41* dbg,
+              const std::string& pfx) const {
     const Config& c = *cfg;
     const EngramWeights& g = w->blocks[l].engram;
     const int li = hasher->LayerIndex(l);
@@ -255,7 +254,8 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
       for (int64_t t = 0; t < T; ++t) {
         const int64_t p = s.Pos(t);
         std::vector<int32_t> hist;
-        for (int64_t k = 0; k <= std::min<int64_t>(back, p); ++k) hist.push_back(cids[back + t - k]);
+        for (int64_t k = 0; k <= std::min<int64_t>(back, p); ++k)
+          hist.push_back(cids[back + t - k]);
         hasher->Hash(li, hist, ids64.data());
         for (int64_t j = 0; j < cols; ++j) sid[t * cols + j] = static_cast<int32_t>(ids64[j]);
       }
@@ -269,7 +269,8 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
         CHECK(id >= 0 && id < g.rows) << "Engram row id " << id;
         float* dst = rows.data() + (t * cols + j) * hd;
         for (int64_t k = 0; k < hd; ++k) {
-          const float sc = std::ldexp(1.0f, static_cast<int>(g.table_scale[id * (hd / 32) + k / 32]) - 127);
+          const float sc =
+              std::ldexp(1.0f, static_cast<int>(g.table_scale[id * (hd / 32) + k / 32]) - 127);
           dst[k] = R1(E4M3ToF32(g.table[id * hd + k]) * sc);
         }
       }
@@ -298,8 +299,10 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
           sx += static_cast<double>(xs[k]) * xs[k];
           sk += static_cast<double>(key[k]) * key[k];
         }
-        const float rx = 1.0f / std::sqrt(static_cast<float>(sx / D) + static_cast<float>(c.rms_eps));
-        const float rk = 1.0f / std::sqrt(static_cast<float>(sk / D) + static_cast<float>(c.rms_eps));
+        const float rx =
+            1.0f / std::sqrt(static_cast<float>(sx / D) + static_cast<float>(c.rms_eps));
+        const float rk =
+            1.0f / std::sqrt(static_cast<float>(sk / D) + static_cast<float>(c.rms_eps));
         const float d = static_cast<float>(dot * rx * rk * inv_sqrt_d);
         const float sg = d > 0 ? 1.f : d < 0 ? -1.f : 0.f;
         gate[t * n + st] = Sigmoid(sg * std::sqrt(std::max(std::fabs(d), 1e-6f)));
@@ -413,8 +416,8 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
         Mxfp4Quantize(kn.data() + i * ID, ID, key_bytes.data() + i * Mxfp4RowBytes(ID));
         Nvfp4Quantize(rows.data() + i * d, d, row_bytes.data() + i * Nvfp4RowBytes(d));
       }
-      std::memcpy(PagedRow(s, idx->index_k[l], row_id, r),
-                  key_bytes.data() + i * Mxfp4RowBytes(ID), Mxfp4RowBytes(ID));
+      std::memcpy(PagedRow(s, idx->index_k[l], row_id, r), key_bytes.data() + i * Mxfp4RowBytes(ID),
+                  Mxfp4RowBytes(ID));
       std::memcpy(PagedRow(s, idx->comp_kv[l], row_id, r), row_bytes.data() + i * Nvfp4RowBytes(d),
                   Nvfp4RowBytes(d));
     }
@@ -460,13 +463,15 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
         Mxfp4Decode(PagedRow(s, idx->index_k[role.kv_source], k, r), ID, keys.data() + k * ID);
       });
       std::vector<float> scores(T * rows_end);
-      ForRows(T, rows_end * IH * ID, [&](int64_t t) {
-        for (int64_t k = 0; k < rows_end; ++k) {
-          double acc = 0;
-          for (int64_t h = 0; h < IH; ++h) {
-            acc += std::max(DotF64(qs + (t * IH + h) * ID, keys.data() + k * ID, ID), 0.0) *
-                   ws[t * IH + h];
-          }
+      // (row, block of 32 keys) items, so a decode step's one row is split over the threads;
+      // each score is one FP64 sum in one order whatever the split.
+      constexpr int64_t kScoreBlock = 32;
+      const int64_t nblk = (rows_end + kScoreBlock - 1) / kScoreBlock;
+      ForRows(T * nblk, 2 * kScoreBlock * IH * ID, [&](int64_t item) {
+        const int64_t t = item / nblk, k0 = (item % nblk) * kScoreBlock;
+        for (int64_t k = k0; k < std::min(rows_end, k0 + kScoreBlock); ++k) {
+          const double acc =
+              IndexerScoreF64(qs + t * IH * ID, ws + t * IH, IH, keys.data() + k * ID, ID);
           scores[t * rows_end + k] = static_cast<float>(acc);
         }
       });
@@ -536,9 +541,9 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
   // Per-sequence inputs of the attention core, decoded once per layer.
   struct SeqAttention {
     const std::vector<std::vector<int32_t>>* selected = nullptr;  // [t] compressed rows
-    std::vector<float> comp;        // decoded compressed rows, [needed, d]
-    std::vector<int64_t> comp_at;   // row id -> index into comp, or -1
-    std::vector<float> ring;        // window keys of positions [w0, p0), [p0 - w0, d]
+    std::vector<float> comp;       // decoded compressed rows, [needed, d]
+    std::vector<int64_t> comp_at;  // row id -> index into comp, or -1
+    std::vector<float> ring;       // window keys of positions [w0, p0), [p0 - w0, d]
     int64_t w0 = 0;
   };
 
@@ -547,8 +552,7 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
     const Config& c = *cfg;
     const LayerRole& role = c.roles[l];
     const AttentionWeights41& aw = w->blocks[l].attn;
-    const int64_t NR = b.rows, D = c.hidden_size, H = c.num_heads, d = c.head_dim,
-                  rd = c.rope_dim;
+    const int64_t NR = b.rows, D = c.hidden_size, H = c.num_heads, d = c.head_dim, rd = c.rope_dim;
     const int64_t W = c.window;
     std::vector<float> qa(NR * c.q_lora_rank), qr(NR * c.q_lora_rank), q(NR * H * d);
     Lin(aw.wq_a, xn, NR, qa.data(), true);
@@ -635,7 +639,8 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
           if (sh->has_candidates && l >= c.candidate_source_layer) {
             dbg->candidate_positions.clear();
             for (int64_t k = 0; k < rows_end; ++k) {
-              if (sh->candidates[T - 1][k]) dbg->candidate_positions.push_back(static_cast<int32_t>(k));
+              if (sh->candidates[T - 1][k])
+                dbg->candidate_positions.push_back(static_cast<int32_t>(k));
             }
           }
         }
@@ -649,36 +654,39 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
     }
     std::vector<float> o(NR * H * d);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    ThreadPool::Default()->ParallelFor(NR, [&](int64_t rb, int64_t re) {
-      std::vector<const float*> keys;
+    // Key lists per row, then the heads on the pool as (row, head) items, so a decode step's
+    // heads spread over the threads; each head is computed whole by one thread in one order.
+    std::vector<std::vector<const float*>> row_keys(NR);
+    for (int64_t row = 0; row < NR; ++row) {
+      const int32_t si = b.seq_of[row];
+      const Seq& s = b.seqs[si];
+      const SeqAttention& A = sa[si];
+      const float* skv = kv.data() + b.off[si] * d;  // this sequence's rows
+      const int64_t t = row - b.off[si], p = b.pos[row], w0 = A.w0;
+      std::vector<const float*>& keys = row_keys[row];
+      if (s.draft) {
+        // Context ring (positions < p0) then every block row, bidirectionally.
+        for (int64_t j = w0; j < s.p0; ++j) keys.push_back(A.ring.data() + (j - w0) * d);
+        for (int64_t j = 0; j < s.T; ++j) keys.push_back(skv + j * d);
+      } else {
+        for (int64_t j = std::max(s.floor, p - W + 1); j <= p; ++j) {
+          keys.push_back(j >= s.p0 ? skv + (j - s.p0) * d : A.ring.data() + (j - w0) * d);
+        }
+      }
+      if (A.selected != nullptr) {
+        for (int32_t k : (*A.selected)[t]) keys.push_back(A.comp.data() + A.comp_at[k] * d);
+      }
+    }
+    ThreadPool::Default()->ParallelFor(NR * H, [&](int64_t ib, int64_t ie) {
       std::vector<float> sc;
       std::vector<double> acc;
-      for (int64_t row = rb; row < re; ++row) {
-        const int32_t si = b.seq_of[row];
-        const Seq& s = b.seqs[si];
-        const SeqAttention& A = sa[si];
-        const float* skv = kv.data() + b.off[si] * d;  // this sequence's rows
-        const int64_t t = row - b.off[si], p = b.pos[row], w0 = A.w0;
-        keys.clear();
-        if (s.draft) {
-          // Context ring (positions < p0) then every block row, bidirectionally.
-          for (int64_t j = w0; j < s.p0; ++j) keys.push_back(A.ring.data() + (j - w0) * d);
-          for (int64_t j = 0; j < s.T; ++j) keys.push_back(skv + j * d);
-        } else {
-          for (int64_t j = std::max(s.floor, p - W + 1); j <= p; ++j) {
-            keys.push_back(j >= s.p0 ? skv + (j - s.p0) * d : A.ring.data() + (j - w0) * d);
-          }
-        }
-        if (A.selected != nullptr) {
-          for (int32_t k : (*A.selected)[t]) keys.push_back(A.comp.data() + A.comp_at[k] * d);
-        }
-        for (int64_t h = 0; h < H; ++h) {
-          float* oh = o.data() + (row * H + h) * d;
-          dsv4::SinkAttentionHead(q.data() + (row * H + h) * d, keys, d, scale, aw.sink[h], bf16,
-                                  &sc, &acc, oh);
-          ApplyRope(oh + d - rd, static_cast<int>(rd), freqs[l], p, true);
-          R(oh + d - rd, rd);
-        }
+      for (int64_t i = ib; i < ie; ++i) {
+        const int64_t row = i / H, h = i % H;
+        float* oh = o.data() + i * d;
+        dsv4::SinkAttentionHead(q.data() + i * d, row_keys[row], d, scale, aw.sink[h], bf16, &sc,
+                                &acc, oh);
+        ApplyRope(oh + d - rd, static_cast<int>(rd), freqs[l], b.pos[row], true);
+        R(oh + d - rd, rd);
       }
     });
     TraceF(pfx + "attn.o", o.data(), o.size());
@@ -728,8 +736,8 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
     Lin(ew.w3, x, M, up.data(), true);
     R(gate.data(), gate.size());
     R(up.data(), up.size());
-    dsv4::SwigluGateInPlace(gate.data(), up.data(), M, I, static_cast<float>(cfg->swiglu_limit),
-                            rw, bf16);
+    dsv4::SwigluGateInPlace(gate.data(), up.data(), M, I, static_cast<float>(cfg->swiglu_limit), rw,
+                            bf16);
     Lin(ew.w2, gate.data(), M, y, true);
     R(y, M * D);
   }
@@ -769,11 +777,12 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
     }
     // Each expert once over every row of the batch routed to it.
     std::vector<float> y(NR * D);
-    dsv4::RunRoutedExperts(xn, NR, D, E, K, ids.data(), wts.data(),
-                           [&](int64_t e, const float* xg, int64_t M, const float* rw, float* yg) {
-                             Swiglu(mw.experts[e], xg, M, rw, yg);
-                           },
-                           y.data(), ThreadPool::Default());
+    dsv4::RunRoutedExperts(
+        xn, NR, D, E, K, ids.data(), wts.data(),
+        [&](int64_t e, const float* xg, int64_t M, const float* rw, float* yg) {
+          Swiglu(mw.experts[e], xg, M, rw, yg);
+        },
+        y.data(), ThreadPool::Default());
     std::vector<float> shv(NR * D);
     Swiglu(mw.shared, xn, NR, nullptr, shv.data());
     for (int64_t i = 0; i < NR * D; ++i) out[i] = R1(y[i] + shv[i]);
@@ -787,8 +796,8 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
     const Config& c = *cfg;
     const int64_t T = b.rows, n = c.hc_mult, D = c.hidden_size;
     const bool dspark = l >= c.num_layers;
-    const std::string pfx = dspark ? absl::StrCat("mtp.", l - c.num_layers, ".")
-                                   : absl::StrCat("layers.", l, ".");
+    const std::string pfx =
+        dspark ? absl::StrCat("mtp.", l - c.num_layers, ".") : absl::StrCat("layers.", l, ".");
     BlockDebug41* dbg = nullptr;
     if (debug != nullptr) {
       debug->emplace_back();
@@ -935,8 +944,9 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
       out->confidence_logits[i] = conf;
       if (req.want_logits) out->logits.insert(out->logits.end(), logit.begin(), logit.end());
       const int32_t next =
-          sample ? sample(i, logit)
-                 : static_cast<int32_t>(std::max_element(logit.begin(), logit.end()) - logit.begin());
+          sample
+              ? sample(i, logit)
+              : static_cast<int32_t>(std::max_element(logit.begin(), logit.end()) - logit.begin());
       out->tokens[i] = next;
       prev = next;
     }
@@ -998,9 +1008,8 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
     });
     std::vector<float> features;
     const bool write_context = dspark_context && w->has_dspark;
-    const bool want_features =
-        (tracer != nullptr || write_context || feature_sink != nullptr) &&
-        !c.dspark_target_layers.empty();
+    const bool want_features = (tracer != nullptr || write_context || feature_sink != nullptr) &&
+                               !c.dspark_target_layers.empty();
     const int64_t F = static_cast<int64_t>(c.dspark_target_layers.size()) * D;
     if (want_features) features.assign(NR * F, 0.f);
     // Compact truncation (§7): the layers after the last KV source run only on rows at or
@@ -1038,11 +1047,13 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
           for (auto& sel : sh.selected) {
             if (!sel.empty()) sel.erase(sel.begin(), sel.begin() + drop);
           }
-          if (sh.has_candidates) sh.candidates.erase(sh.candidates.begin(), sh.candidates.begin() + drop);
+          if (sh.has_candidates)
+            sh.candidates.erase(sh.candidates.begin(), sh.candidates.begin() + drop);
           nX.insert(nX.end(), X.begin() + r0 * n * D, X.begin() + (r0 + keep) * n * D);
           npre.insert(npre.end(), pre_mix.begin() + r0 * n, pre_mix.begin() + (r0 + keep) * n);
           if (want_features) {
-            nfeat.insert(nfeat.end(), features.begin() + r0 * F, features.begin() + (r0 + keep) * F);
+            nfeat.insert(nfeat.end(), features.begin() + r0 * F,
+                         features.begin() + (r0 + keep) * F);
           }
           nb.seqs.push_back(std::move(s));
           nb.sh.push_back(std::move(sh));
@@ -1104,7 +1115,8 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
       }
     }
     out->logits.insert(out->logits.end(), logits.begin(), logits.end());
-    for (size_t ci = 0; ci < S; ++ci) out->chunk_row_begin.push_back(out->chunk_row_begin.back() + count[ci]);
+    for (size_t ci = 0; ci < S; ++ci)
+      out->chunk_row_begin.push_back(out->chunk_row_begin.back() + count[ci]);
   }
 };
 
@@ -1131,12 +1143,11 @@ absl::StatusOr<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::Create(
   impl->bf16 = !options.fp32_activations;
   impl->freqs.resize(c.TotalBlocks());
   for (int64_t b = 0; b < c.TotalBlocks(); ++b) {
-    impl->freqs[b] =
-        c.roles[b].ratio > 0
-            ? RopeFrequencies(static_cast<int>(c.rope_dim), c.compress_rope_theta,
-                              c.yarn_original_len, c.yarn_factor, c.yarn_beta_fast,
-                              c.yarn_beta_slow)
-            : RopeFrequencies(static_cast<int>(c.rope_dim), c.rope_theta, 0, 1, 0, 0);
+    impl->freqs[b] = c.roles[b].ratio > 0
+                         ? RopeFrequencies(static_cast<int>(c.rope_dim), c.compress_rope_theta,
+                                           c.yarn_original_len, c.yarn_factor, c.yarn_beta_fast,
+                                           c.yarn_beta_slow)
+                         : RopeFrequencies(static_cast<int>(c.rope_dim), c.rope_theta, 0, 1, 0, 0);
   }
   m->impl_ = std::move(impl);
   const EnvConfig& env = Env();
@@ -1144,10 +1155,10 @@ absl::StatusOr<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::Create(
                             env.yoco_prefill_keep_tokens);
   dsv4::FillModelInfo("DeepseekV41ForCausalLM", "deepseek_v41", c, *m->w_, &m->info_);
   LOG(INFO) << "DeepSeek-V4.1: " << c.num_layers << " layers + " << c.num_dspark_layers
-            << " DSpark, hidden " << c.hidden_size << ", window " << c.window
-            << ", KV sources " << c.kv_source_layers.size() << ", stored state "
-            << m->kv_idx_.stored_bytes << " B, state slot " << m->layout_.StateBytes()
-            << " B, block " << m->layout_.BlockBytes() << " B";
+            << " DSpark, hidden " << c.hidden_size << ", window " << c.window << ", KV sources "
+            << c.kv_source_layers.size() << ", stored state " << m->kv_idx_.stored_bytes
+            << " B, state slot " << m->layout_.StateBytes() << " B, block "
+            << m->layout_.BlockBytes() << " B";
   return m;
 }
 
@@ -1185,15 +1196,14 @@ absl::Status DeepseekV41Model::DsparkDraft(std::span<const DsparkRequest> reques
           absl::StrCat("DeepSeek-V4.1 DSpark: bad state slot ", r.state_slot));
     }
     if (r.position < 0 || r.position + 1 + c.dspark_block_size > c.max_position_embeddings) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DeepSeek-V4.1 DSpark: block positions [", r.position + 1, ", ",
-          r.position + 1 + c.dspark_block_size, ") exceed max_position_embeddings ",
-          c.max_position_embeddings));
+      return absl::InvalidArgumentError(
+          absl::StrCat("DeepSeek-V4.1 DSpark: block positions [", r.position + 1, ", ",
+                       r.position + 1 + c.dspark_block_size, ") exceed max_position_embeddings ",
+                       c.max_position_embeddings));
     }
     if (r.token < 0 || r.token >= c.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4.1 DSpark: anchor token ",
-                                                     r.token, " outside vocabulary ",
-                                                     c.vocab_size));
+      return absl::InvalidArgumentError(absl::StrCat("DeepSeek-V4.1 DSpark: anchor token ", r.token,
+                                                     " outside vocabulary ", c.vocab_size));
     }
   }
   out->assign(requests.size(), {});
@@ -1243,18 +1253,15 @@ absl::Status DeepseekV41Model::ProposeDrafts(int64_t start_pos, std::span<const 
                            out);
 }
 
-absl::Status DeepseekV41Model::ProposeSampledDrafts(int64_t start_pos,
-                                                    std::span<const float> features,
-                                                    std::span<const int32_t> next_tokens,
-                                                    int32_t state_slot, const KvCacheView& kv,
-                                                    int max_drafts, float temperature,
-                                                    std::span<const double> uniforms,
-                                                    DraftProposal* out) {
-  if (!(temperature > 0) ||
-      static_cast<int64_t>(uniforms.size()) < std::min<int64_t>(max_drafts, cfg_.dspark_block_size)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DeepSeek-V4.1 DSpark: sampled drafts need temperature > 0 (got ", temperature,
-        ") and one uniform per draft (got ", uniforms.size(), ")"));
+absl::Status DeepseekV41Model::ProposeSampledDrafts(
+    int64_t start_pos, std::span<const float> features, std::span<const int32_t> next_tokens,
+    int32_t state_slot, const KvCacheView& kv, int max_drafts, float temperature,
+    std::span<const double> uniforms, DraftProposal* out) {
+  if (!(temperature > 0) || static_cast<int64_t>(uniforms.size()) <
+                                std::min<int64_t>(max_drafts, cfg_.dspark_block_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DeepSeek-V4.1 DSpark: sampled drafts need temperature > 0 (got ", temperature,
+                     ") and one uniform per draft (got ", uniforms.size(), ")"));
   }
   return ProposeDraftsImpl(start_pos, features, next_tokens, state_slot, kv, max_drafts,
                            temperature, uniforms, out);
@@ -1386,9 +1393,9 @@ absl::Status DeepseekV41Model::ForwardWithImages(const ForwardBatch& batch,
     slots.push_back(chunk.state_slot);
     if (image_masks.empty() || image_masks[i].empty()) continue;
     if (image_masks[i].size() != chunk.tokens.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DeepSeek-V4.1 forward: image mask of chunk ", i, " has ", image_masks[i].size(),
-          " entries for ", chunk.tokens.size(), " tokens"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("DeepSeek-V4.1 forward: image mask of chunk ", i, " has ",
+                       image_masks[i].size(), " entries for ", chunk.tokens.size(), " tokens"));
     }
     for (size_t t = 0; t < chunk.tokens.size(); ++t) {
       if (image_masks[i][t] && chunk.tokens[t] != cfg_.image_token_id) {

@@ -27,12 +27,17 @@ void HcMixes(const HcWeights& hw, const HcDims& h, const float* X, int64_t T, fl
     const float* v = X + t * nD;
     double ss = 0;
     for (int64_t i = 0; i < nD; ++i) ss += static_cast<double>(v[i]) * v[i];
-    const float rs =
-        1.0f / std::sqrt(static_cast<float>(ss / nD) + static_cast<float>(h.rms_eps));
+    const float rs = 1.0f / std::sqrt(static_cast<float>(ss / nD) + static_cast<float>(h.rms_eps));
     std::vector<float> mixes(mix);
-    for (int64_t i = 0; i < mix; ++i) {
-      mixes[i] = static_cast<float>(DotF64(hw.fn.data() + i * nD, v, nD)) * rs;
+    int64_t i = 0;
+    for (; i + 4 <= mix; i += 4) {
+      const float* rows[4] = {hw.fn.data() + i * nD, hw.fn.data() + (i + 1) * nD,
+                              hw.fn.data() + (i + 2) * nD, hw.fn.data() + (i + 3) * nD};
+      double dots[4];
+      DotF64x4(rows, v, nD, dots);  // bitwise DotF64 of each row
+      for (int j = 0; j < 4; ++j) mixes[i + j] = static_cast<float>(dots[j]) * rs;
     }
+    for (; i < mix; ++i) mixes[i] = static_cast<float>(DotF64(hw.fn.data() + i * nD, v, nD)) * rs;
     for (int64_t i = 0; i < n; ++i) {
       pre[t * n + i] = Sigmoid(mixes[i] * hw.scale[0] + hw.base[i]) + eps;
       post[t * n + i] = 2.0f * Sigmoid(mixes[n + i] * hw.scale[1] + hw.base[n + i]);
@@ -72,8 +77,7 @@ void HcMixes(const HcWeights& hw, const HcDims& h, const float* X, int64_t T, fl
   });
 }
 
-void HcCollapse(const HcDims& h, const float* X, const float* pre, int64_t T, bool bf16,
-                float* x) {
+void HcCollapse(const HcDims& h, const float* X, const float* pre, int64_t T, bool bf16, float* x) {
   const int64_t n = h.n, D = h.D;
   ForRows(T, n * D, [&](int64_t t) {
     float* xt = x + t * D;
@@ -101,8 +105,8 @@ void HcPost(const HcDims& h, float* X, const float* y, const float* post, const 
       for (int64_t k = 0; k < D; ++k) {
         double acc = 0;
         for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(M[i * n + j]) * old[i * D + k];
-        Xt[j * D + k] = R1(
-            bf16, static_cast<float>(static_cast<double>(post[t * n + j]) * y[t * D + k] + acc));
+        Xt[j * D + k] =
+            R1(bf16, static_cast<float>(static_cast<double>(post[t * n + j]) * y[t * D + k] + acc));
       }
     }
   });

@@ -5,6 +5,9 @@
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V4_ROWS_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V4_ROWS_H_
 
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -27,6 +30,49 @@ inline double DotF64(const float* a, const float* b, int64_t n) {
   }
   for (int j = 0; i < n; ++i, ++j) s[j] += static_cast<double>(a[i]) * b[i];
   return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+// out[k] = DotF64(a[k], b, n) for k < 4, bitwise: the same lanes (i % 8) and the same final
+// combination. A product of two floats is exact in FP64, so a fused multiply-add rounds exactly
+// where DotF64's add does. The four sums run interleaved (eight FP64 add chains instead of two),
+// which is what makes attention's and the indexer's many short dot products fast.
+inline void DotF64x4(const float* const* a, const float* b, int64_t n, double* out) {
+  __m256d lo[4], hi[4];
+  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 bv = _mm256_loadu_ps(b + i);
+    const __m256d blo = _mm256_cvtps_pd(_mm256_castps256_ps128(bv));
+    const __m256d bhi = _mm256_cvtps_pd(_mm256_extractf128_ps(bv, 1));
+    for (int k = 0; k < 4; ++k) {
+      const __m256 av = _mm256_loadu_ps(a[k] + i);
+      lo[k] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(av)), blo, lo[k]);
+      hi[k] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(av, 1)), bhi, hi[k]);
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    alignas(32) double s[8];
+    _mm256_store_pd(s, lo[k]);
+    _mm256_store_pd(s + 4, hi[k]);
+    for (int64_t t = i, j = 0; t < n; ++t, ++j) s[j] += static_cast<double>(a[k][t]) * b[t];
+    out[k] = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+  }
+}
+
+// sum_h max(dot64(q[h], k), 0) * w[h] over h < nh in head order (the indexer's score of key k
+// for one query row; q[h] = q + h * n), each dot product bitwise DotF64's.
+inline double IndexerScoreF64(const float* q, const float* w, int64_t nh, const float* k,
+                              int64_t n) {
+  double acc = 0;
+  int64_t h = 0;
+  for (; h + 4 <= nh; h += 4) {
+    const float* qs[4] = {q + h * n, q + (h + 1) * n, q + (h + 2) * n, q + (h + 3) * n};
+    double dots[4];
+    DotF64x4(qs, k, n, dots);
+    for (int j = 0; j < 4; ++j) acc += std::max(dots[j], 0.0) * w[h + j];
+  }
+  for (; h < nh; ++h) acc += std::max(DotF64(q + h * n, k, n), 0.0) * w[h];
+  return acc;
 }
 
 // Weighted RMSNorm of one row of `dim` values: y[i] = w[i] * (x[i] * rs) with
