@@ -1131,7 +1131,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::Create(
   m->cfg_ = std::move(config);
   m->ckpt_ = std::move(ckpt);
   const Config& c = m->cfg_;
-  ASSIGN_OR_RETURN(m->w_, BindWeights41(c, *m->ckpt_));
+  ASSIGN_OR_RETURN(m->w_,
+                   BindWeights41(c, *m->ckpt_, /*repack_experts=*/!options.fp32_activations));
   m->layout_ = BuildKvLayout41(c, options.fp32_activations, &m->kv_idx_);
   auto impl = std::make_unique<Impl>();
   impl->cfg = &m->cfg_;

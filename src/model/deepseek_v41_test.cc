@@ -2,6 +2,8 @@
 // of ../shared/golden/dsv41-tiny-a (README there): stage-by-stage teacher-forced comparison with
 // trace_040.safetensors, end-to-end logits in both numeric tiers, the prompt-40 debug values,
 // the image variant, and the invariants (decode == prefill, chunking, batch invariance).
+#include "model/deepseek_v41.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -17,14 +19,15 @@
 #include "common/status.h"
 #include "common/status_matchers.h"
 #include "gtest/gtest.h"
+#include "kernels/ops.h"
 #include "model/checkpoint.h"
-#include "model/deepseek_v41.h"
+#include "model/deepseek_v41_engram.h"
 #include "model/deepseek_v41_formats.h"
 #include "model/deepseek_v41_kv_layout.h"
-#include "model/deepseek_v41_engram.h"
 #include "model/deepseek_v41_make_test_model.h"
 #include "model/deepseek_v41_numpy_rng.h"
 #include "model/deepseek_v41_session_testing.h"
+#include "model/deepseek_v41_weights.h"
 #include "model/deepseek_v4_golden_testing.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/engram_token_map.h"
@@ -55,31 +58,62 @@ using dsv4::ReadText;
 
 // The released config.json's text fields as the spec quotes them (§1.1), in the nested layout.
 std::string ReleasedConfigText() {
-  Json tc = {
-      {"vocab_size", 129280}, {"hidden_size", 5120}, {"num_hidden_layers", 40},
-      {"num_attention_heads", 64}, {"num_key_value_heads", 1}, {"head_dim", 512},
-      {"qk_rope_head_dim", 64}, {"q_lora_rank", 1280}, {"o_groups", 8}, {"o_lora_rank", 1024},
-      {"moe_intermediate_size", 2304}, {"n_routed_experts", 384}, {"num_experts_per_tok", 6},
-      {"n_shared_experts", 1}, {"scoring_func", "sqrtsoftplus"}, {"topk_method", "noaux_tc"},
-      {"norm_topk_prob", true}, {"routed_scaling_factor", 1.5}, {"swiglu_limit", 10.0},
-      {"rms_norm_eps", 1e-20}, {"sliding_window", 128}, {"rope_theta", 10000},
-      {"rope_scaling",
-       {{"rope_type", "yarn"}, {"factor", 16}, {"beta_fast", 32}, {"beta_slow", 1},
-        {"original_max_position_embeddings", 65536}}},
-      {"compress_rope_theta", 160000},
-      {"kv_source_layer_ids", {2, 8, 14, 20}},
-      {"index_source_layer_ids", {2, 8, 14, 20, 24, 28, 32, 36}},
-      {"index_n_heads", 32}, {"index_head_dim", 128}, {"index_topk", 512},
-      {"candidate_source_layer_id", 20}, {"candidate_topk_blocks", 2048},
-      {"candidate_block_size", 8}, {"hc_mult", 4}, {"hc_sinkhorn_iters", 20}, {"hc_eps", 1e-6},
-      {"engram_layer_ids", {1, 14}}, {"engram_num_embeddings", {384006168, 384016682}},
-      {"engram_max_ngram_size", 4}, {"engram_vocab_size", 16000000}, {"engram_n_heads", 8},
-      {"engram_head_dim", 256}, {"engram_pad_token_id", 2},
-      {"engram_compressed_vocab_size", 99092}, {"num_nextn_predict_layers", 3},
-      {"dspark_block_size", 5}, {"dspark_noise_token_id", 128799},
-      {"dspark_target_layer_ids", {37, 38, 39}}, {"dspark_markov_rank", 256},
-      {"dspark_n_routed_experts", 128}, {"dspark_num_experts_per_tok", 3},
-      {"max_position_embeddings", 1048576}};
+  Json tc = {{"vocab_size", 129280},
+             {"hidden_size", 5120},
+             {"num_hidden_layers", 40},
+             {"num_attention_heads", 64},
+             {"num_key_value_heads", 1},
+             {"head_dim", 512},
+             {"qk_rope_head_dim", 64},
+             {"q_lora_rank", 1280},
+             {"o_groups", 8},
+             {"o_lora_rank", 1024},
+             {"moe_intermediate_size", 2304},
+             {"n_routed_experts", 384},
+             {"num_experts_per_tok", 6},
+             {"n_shared_experts", 1},
+             {"scoring_func", "sqrtsoftplus"},
+             {"topk_method", "noaux_tc"},
+             {"norm_topk_prob", true},
+             {"routed_scaling_factor", 1.5},
+             {"swiglu_limit", 10.0},
+             {"rms_norm_eps", 1e-20},
+             {"sliding_window", 128},
+             {"rope_theta", 10000},
+             {"rope_scaling",
+              {{"rope_type", "yarn"},
+               {"factor", 16},
+               {"beta_fast", 32},
+               {"beta_slow", 1},
+               {"original_max_position_embeddings", 65536}}},
+             {"compress_rope_theta", 160000},
+             {"kv_source_layer_ids", {2, 8, 14, 20}},
+             {"index_source_layer_ids", {2, 8, 14, 20, 24, 28, 32, 36}},
+             {"index_n_heads", 32},
+             {"index_head_dim", 128},
+             {"index_topk", 512},
+             {"candidate_source_layer_id", 20},
+             {"candidate_topk_blocks", 2048},
+             {"candidate_block_size", 8},
+             {"hc_mult", 4},
+             {"hc_sinkhorn_iters", 20},
+             {"hc_eps", 1e-6},
+             {"engram_layer_ids", {1, 14}},
+             {"engram_num_embeddings", {384006168, 384016682}},
+             {"engram_max_ngram_size", 4},
+             {"engram_vocab_size", 16000000},
+             {"engram_n_heads", 8},
+             {"engram_head_dim", 256},
+             {"engram_pad_token_id", 2},
+             {"engram_compressed_vocab_size", 99092},
+             {"num_nextn_predict_layers", 3},
+             {"dspark_block_size", 5},
+             {"dspark_noise_token_id", 128799},
+             {"dspark_target_layer_ids", {37, 38, 39}},
+             {"dspark_markov_rank", 256},
+             {"dspark_n_routed_experts", 128},
+             {"dspark_num_experts_per_tok", 3},
+             {"max_position_embeddings", 1048576}};
   std::vector<int> ratios = {0, 0};
   for (int i = 0; i < 18; ++i) ratios.push_back(2);
   for (int i = 0; i < 20; ++i) ratios.push_back(1);
@@ -89,8 +123,10 @@ std::string ReleasedConfigText() {
                {"model_type", "deepseek_v41"},
                {"image_token_id", 129264},
                {"quantization_config",
-                {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"},
-                 {"weight_block_size", {32, 32}}, {"scale_fmt", "ue8m0"},
+                {{"quant_method", "fp8"},
+                 {"activation_scheme", "dynamic"},
+                 {"weight_block_size", {32, 32}},
+                 {"scale_fmt", "ue8m0"},
                  {"expert_dtype", "fp4"}}},
                {"text_config", tc},
                {"vision_config", {{"num_hidden_layers", 32}, {"hidden_size", 1024}}}};
@@ -261,9 +297,12 @@ class TraceCompare : public Tracer {
         int64_t w = 0;
         std::memcpy(&w, t.data + esz * (r * cols + c), esz);
         // Sets for selections (-1 padded); positional for 0/1 masks and hash ids.
-        if (w >= 0) want.insert(esz == 1 || name.find("hash") != std::string::npos ? c * 1000000000LL + w : w);
+        if (w >= 0)
+          want.insert(esz == 1 || name.find("hash") != std::string::npos ? c * 1000000000LL + w
+                                                                         : w);
         const int64_t g = v[r * cols + c];
-        if (g >= 0) got.insert(esz == 1 || name.find("hash") != std::string::npos ? c * 1000000000LL + g : g);
+        if (g >= 0)
+          got.insert(esz == 1 || name.find("hash") != std::string::npos ? c * 1000000000LL + g : g);
         v[r * cols + c] = static_cast<int32_t>(w);
       }
       if (want != got && getenv("DSV41_VERBOSE")) {
@@ -347,8 +386,8 @@ void CheckTier(bool fp32, double mean_abs, double p50, double p90, double agree,
   }
   const LogitStats s = CompareLogits(got, want, V);
   std::cout << (fp32 ? "tier B" : "tier A") << " vs '" << against << "': mean_abs=" << s.mean_abs
-            << " p50_max=" << s.p50_max << " p90_max=" << s.p90_max
-            << " argmax=" << s.argmax_agree << "\n";
+            << " p50_max=" << s.p50_max << " p90_max=" << s.p90_max << " argmax=" << s.argmax_agree
+            << "\n";
   EXPECT_LE(s.mean_abs, mean_abs);
   EXPECT_LE(s.p50_max, p50);
   EXPECT_LE(s.p90_max, p90);
@@ -411,9 +450,11 @@ TEST(DsV41Golden, Prompt40DebugValues) {
     const auto& L = layers[l];
     EXPECT_EQ(dbg[l].experts, Ints(L["experts"]));
     const auto ew = Flat(L["expert_weights"]);
-    for (size_t j = 0; j < ew.size(); ++j) EXPECT_NEAR(dbg[l].expert_weights[j], ew[j], 0.02 * ew[j]);
+    for (size_t j = 0; j < ew.size(); ++j)
+      EXPECT_NEAR(dbg[l].expert_weights[j], ew[j], 0.02 * ew[j]);
     const auto rms = Flat(L["stream_rms"]);
-    for (size_t j = 0; j < rms.size(); ++j) EXPECT_NEAR(dbg[l].stream_rms[j], rms[j], 0.02 * rms[j]);
+    for (size_t j = 0; j < rms.size(); ++j)
+      EXPECT_NEAR(dbg[l].stream_rms[j], rms[j], 0.02 * rms[j]);
     const auto f8 = Flat(L["stream0_first8"]);
     for (size_t j = 0; j < f8.size(); ++j) EXPECT_NEAR(dbg[l].stream0_first8[j], f8[j], 0.05);
     if (L.contains("compressed_rows_selected")) {
@@ -493,8 +534,8 @@ TEST(DsV41Replay, CompactTruncationGoldens) {
       const int64_t keep = r["keep"].get<int64_t>();
       EXPECT_EQ(r["first_layer"].get<int64_t>(), model->config().LastKvSource() + 1);
       const int steps = static_cast<int>(r["decode_logits"].size());
-      const auto res = RunTruncated(model.get(), Ints(g["prompt"]), Ints(g["greedy_tokens"]),
-                                    steps, keep);
+      const auto res =
+          RunTruncated(model.get(), Ints(g["prompt"]), Ints(g["greedy_tokens"]), steps, keep);
       got.insert(got.end(), res.begin(), res.end());
       const std::string suf = fp32 ? "_fp32" : "";
       const auto pre = Flat(r["prefill_logits" + suf]);
@@ -579,7 +620,6 @@ TEST(DsV41Invariants, BatchInvariance) {
   EXPECT_EQ(got, ref);
 }
 
-
 // One weight pass per step (deepseek_v41.h): a forward over decode steps of two sequences, a
 // compact-truncated whole prompt and a middle chunk wholly below its decoder floor (prefill_end
 // set: the decoder layers skip it) gives every chunk the logits it gets alone, for two steps
@@ -657,11 +697,11 @@ TEST(DsV41Invariants, MixedBatchEqualsEachChunkAlone) {
 // tiny checkpoint's file (derived by its author with numpy) are two independent references.
 TEST(DsV41Engram, MultipliersFollowNumpyStream) {
   ASSERT_OK_AND_ASSIGN(auto l1, EngramMultipliers(1, 99092, 4));
-  EXPECT_EQ(l1, (std::vector<int64_t>{76632096046245, 4839876093313, 35959672319349,
-                                      73987337458391}));
+  EXPECT_EQ(l1,
+            (std::vector<int64_t>{76632096046245, 4839876093313, 35959672319349, 73987337458391}));
   ASSERT_OK_AND_ASSIGN(auto l14, EngramMultipliers(14, 99092, 4));
-  EXPECT_EQ(l14, (std::vector<int64_t>{67716810739261, 51510806800915, 30921347202721,
-                                       82619226485591}));
+  EXPECT_EQ(l14,
+            (std::vector<int64_t>{67716810739261, 51510806800915, 30921347202721, 82619226485591}));
   SKIP_WITHOUT_SHARED();
   const Json t = ReadJson(ModelDir() + "/engram_tables.json");
   ASSERT_OK_AND_ASSIGN(auto tiny, EngramMultipliers(1, t["compressed_vocab_size"].get<int64_t>(),
@@ -676,8 +716,8 @@ std::string TinyWithoutTables(const std::string& name, int64_t compressed_vocab,
   const fs::path dir = fs::path(::testing::TempDir()) / (std::to_string(getpid()) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir / "inference");
-  for (const char* f : {"model.safetensors", "model.safetensors.index.json",
-                        "generation_config.json"}) {
+  for (const char* f :
+       {"model.safetensors", "model.safetensors.index.json", "generation_config.json"}) {
     fs::create_symlink(fs::path(ModelDir()) / f, dir / f);
   }
   for (const char* f : {"config.json", "inference/config.json"}) {
@@ -781,7 +821,6 @@ TEST(DsV41Engram, TokenizerDerivedMapLoadsAndRuns) {
   fs::remove_all(dir);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Generality: the same invariants on a second V4.1 configuration written by make-test-model
 // (preset "alt": other widths, heads, head_dim, layer count and roles, window, experts, two
@@ -874,7 +913,6 @@ TEST(DsV41Alt, BatchInvariance) {
   EXPECT_EQ(got, ref);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Prefix cache on V4.1 (KV-CACHE.md §5 via model.h SequenceChunk::replay_*): the engine's hit
 // rule caps a hit at L - (window + 6) (scheduler.cc; 134 for the released window, asserted from
@@ -954,7 +992,8 @@ DsparkRun RunDspark(DeepseekV41Model* m, const std::vector<int32_t>& prompt,
     r.token = greedy[i + 1];
     r.want_logits = true;
     std::vector<DsparkDraftResult> out;
-    const absl::Status st = m->DsparkDraft(std::span<const DsparkRequest>(&r, 1), s.view(), {}, &out);
+    const absl::Status st =
+        m->DsparkDraft(std::span<const DsparkRequest>(&r, 1), s.view(), {}, &out);
     CHECK(st.ok()) << st;
     run.steps.push_back(std::move(out[0]));
   }
@@ -976,15 +1015,15 @@ void CheckDsparkTier(bool fp32) {
   std::vector<float> got, want, got_base, want_base;
   double conf_max = 0, conf_sum = 0;
   int64_t conf_n = 0, ids_checked = 0, ids_equal = 0;
-  for (const char* f : {"prompt_001.json", "prompt_007.json", "prompt_040.json",
-                        "prompt_300.json"}) {
+  for (const char* f :
+       {"prompt_001.json", "prompt_007.json", "prompt_040.json", "prompt_300.json"}) {
     SCOPED_TRACE(f);
     const Json g = ReadJson(GoldenDir() + "/" + f);
     const Json& steps = g["dspark"]["steps"];
     const std::vector<int32_t> greedy = Ints(g["greedy_tokens"]);
     const int64_t T = g["n_prompt"].get<int64_t>();
-    const DsparkRun run = RunDspark(model.get(), Ints(g["prompt"]), greedy,
-                                    static_cast<int>(steps.size()));
+    const DsparkRun run =
+        RunDspark(model.get(), Ints(g["prompt"]), greedy, static_cast<int>(steps.size()));
     for (size_t i = 0; i < steps.size(); ++i) {
       const Json& st = steps[i];
       ASSERT_EQ(st["p"].get<int64_t>(), T + static_cast<int64_t>(i));
@@ -1110,7 +1149,6 @@ TEST(DsV41Dspark, ContextSeedingInvariantAndSampler) {
   model->set_dspark_context(false);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // make-test-model --arch deepseek_v41: the tiny preset has exactly the tensor names, dtypes and
 // shapes of the shared dsv41-tiny-a checkpoint (built independently) and runs healthily.
@@ -1163,6 +1201,51 @@ TEST(DsV41MakeTestModel, TinyPresetMatchesSharedLayoutAndRuns) {
       EXPECT_LT(r, 2.0f);
     }
   }
+}
+
+// Routed MXFP4 experts of the shared checkpoint are repacked into the kernels' lane layout where
+// the kernels use it (as DeepSeek-V4's are), not for an FP64-only load, and the packed product
+// agrees with the checkpoint layout's and with the FP64 product.
+TEST(DsV41Weights, RoutedExpertsRepackedForTheLaneKernels) {
+  SKIP_WITHOUT_SHARED();
+  ASSERT_OK_AND_ASSIGN(Config c, Config::Parse(ReadText(ModelDir() + "/config.json"), "ref"));
+  ASSERT_TRUE(c.expert_fp4);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::Open(ModelDir()));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Weights41> w, BindWeights41(c, *ckpt));
+  const bool lanes = kernels::UsesMxfp4Lanes();
+  EXPECT_EQ(w->lane_pack_bytes > 0, lanes);
+  const dsv4::WeightMatrix* m = nullptr;
+  for (const BlockWeights41& b : w->blocks) {
+    for (const auto& e : b.ffn.experts) {
+      for (const WeightMatrix* x : {&e.w1, &e.w2, &e.w3}) {
+        EXPECT_EQ(x->lane_codes != nullptr, lanes);
+        if (m == nullptr) m = x;
+      }
+    }
+  }
+  ASSERT_NE(m, nullptr);
+  dsv4::WeightMatrix plain = *m;
+  plain.lane_codes = nullptr;
+  plain.lane_scales = nullptr;
+  const int64_t M = 3;
+  std::vector<float> x(M * m->cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<float> y(M * m->rows), y_plain(M * m->rows), y_oracle(M * m->rows);
+  dsv4::Linear(*m, x.data(), M, y.data(), false);
+  dsv4::Linear(plain, x.data(), M, y_plain.data(), false);
+  dsv4::Linear(plain, x.data(), M, y_oracle.data(), false, /*precise=*/true);
+  double err = 0, err_plain = 0, norm = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    err += (y[i] - y_oracle[i]) * (y[i] - y_oracle[i]);
+    err_plain += (y[i] - y_plain[i]) * (y[i] - y_plain[i]);
+    norm += y_oracle[i] * y_oracle[i];
+  }
+  ASSERT_GT(norm, 0);
+  EXPECT_LE(std::sqrt(err / norm), 1e-5);
+  EXPECT_LE(std::sqrt(err_plain / norm), 1e-5);
+  ASSERT_OK_AND_ASSIGN(auto fp64_only, BindWeights41(c, *ckpt, /*repack_experts=*/false));
+  EXPECT_EQ(fp64_only->lane_pack_bytes, 0);
+  EXPECT_EQ(fp64_only->blocks[0].ffn.experts[0].w1.lane_codes, nullptr);
 }
 
 }  // namespace

@@ -21,8 +21,11 @@ using dsv4::WeightFormat;
 // (configurable FP8 tiles with a BF16 fallback, roles, Engram, DSpark).
 class Binder : public dsv4::TensorBinder {
  public:
-  Binder(const Config& c, const Checkpoint& ckpt, Weights41* w)
-      : TensorBinder(ckpt, &w->owned, &w->num_parameters, &w->weight_bytes), c_(c), w_(w) {}
+  Binder(const Config& c, const Checkpoint& ckpt, bool repack, Weights41* w)
+      : TensorBinder(ckpt, &w->owned, &w->num_parameters, &w->weight_bytes),
+        c_(c),
+        repack_(repack),
+        w_(w) {}
 
   // BF16 (or F32) matrix used as FP32 values.
   absl::StatusOr<WeightMatrix> Plain(const std::string& name, int64_t rows, int64_t cols) {
@@ -46,6 +49,7 @@ class Binder : public dsv4::TensorBinder {
   absl::StatusOr<WeightMatrix> Expert(const std::string& prefix, int64_t rows, int64_t cols) {
     if (!c_.expert_fp4) return Fp8(prefix, rows, cols);
     ASSIGN_OR_RETURN(dsv4::WeightMatrix m, Mxfp4(prefix, rows, cols));
+    if (repack_) PackExpertLanes(&m, &w_->lane_packs, &w_->lane_pack_bytes);
     return WeightMatrix{m};
   }
 
@@ -58,8 +62,8 @@ class Binder : public dsv4::TensorBinder {
     const Config& c = c_;
     const LayerRole& role = c.roles[l];
     const bool dspark = l >= c.num_layers;
-    const std::string p = dspark ? absl::StrCat("mtp.", l - c.num_layers, ".")
-                                 : absl::StrCat("layers.", l, ".");
+    const std::string p =
+        dspark ? absl::StrCat("mtp.", l - c.num_layers, ".") : absl::StrCat("layers.", l, ".");
     const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
     ASSIGN_OR_RETURN(b->hc_attn, Hc(p, "attn"));
     ASSIGN_OR_RETURN(b->hc_ffn, Hc(p, "ffn"));
@@ -122,12 +126,13 @@ class Binder : public dsv4::TensorBinder {
     if (role.engram) {
       b->has_engram = true;
       EngramWeights& g = b->engram;
-      const int li = static_cast<int>(
-          std::find(c.engram_layer_ids.begin(), c.engram_layer_ids.end(), l) -
-          c.engram_layer_ids.begin());
+      const int li =
+          static_cast<int>(std::find(c.engram_layer_ids.begin(), c.engram_layer_ids.end(), l) -
+                           c.engram_layer_ids.begin());
       const int64_t hd = c.engram_head_dim, cols = (c.engram_max_ngram - 1) * c.engram_n_heads;
       g.rows = c.engram_num_embeddings[li];
-      ASSIGN_OR_RETURN(TensorView t, Typed(p + "engram.embed.weight", {DType::kF8E4M3}, {g.rows, hd}));
+      ASSIGN_OR_RETURN(TensorView t,
+                       Typed(p + "engram.embed.weight", {DType::kF8E4M3}, {g.rows, hd}));
       ASSIGN_OR_RETURN(TensorView s,
                        Typed(p + "engram.embed.scale", {DType::kF8E8M0}, {g.rows, hd / 32}));
       Count(t, g.rows * hd);
@@ -182,6 +187,7 @@ class Binder : public dsv4::TensorBinder {
 
  private:
   const Config& c_;
+  const bool repack_;  // routed MXFP4 experts into the kernels' lane layout
   Weights41* w_;
 };
 
@@ -213,9 +219,10 @@ WeightMatrix Fp8SliceRows(const WeightMatrix& m, int64_t row_begin, int64_t coun
   return s;
 }
 
-absl::StatusOr<std::unique_ptr<Weights41>> BindWeights41(const Config& cfg, const Checkpoint& ckpt) {
+absl::StatusOr<std::unique_ptr<Weights41>> BindWeights41(const Config& cfg, const Checkpoint& ckpt,
+                                                         bool repack_experts) {
   auto w = std::make_unique<Weights41>();
-  Binder b(cfg, ckpt, w.get());
+  Binder b(cfg, ckpt, dsv4::TensorBinder::RepackExperts(repack_experts), w.get());
   RETURN_IF_ERROR(b.All());
   return w;
 }

@@ -47,10 +47,10 @@ struct AttentionWeights41 {
   WeightMatrix wo_a;           // [G*o_lora, H*d/G] (BF16 einsum, no act quant)
   WeightMatrix wo_b;           // [D, G*o_lora]
   // KV sources (§2.3): compressor and index-key projection.
-  WeightMatrix comp_wkv;        // [d, D] BF16
-  WeightMatrix comp_wgate;      // [d, D] BF16 (ratio 2 only)
-  std::vector<float> comp_norm; // [d]
-  WeightMatrix idx_wk;          // [ID, d] BF16
+  WeightMatrix comp_wkv;          // [d, D] BF16
+  WeightMatrix comp_wgate;        // [d, D] BF16 (ratio 2 only)
+  std::vector<float> comp_norm;   // [d]
+  WeightMatrix idx_wk;            // [ID, d] BF16
   std::vector<float> idx_k_norm;  // [ID]
   // Index sources: own indexer query and head weights.
   WeightMatrix idx_wq_b;          // [IH*ID, q_lora]
@@ -62,9 +62,9 @@ struct ExpertWeights41 {
 };
 
 struct MoeWeights41 {
-  WeightMatrix gate;            // [E, D]
-  std::vector<float> bias;      // [E]
-  std::vector<float> bias_vl;   // [E] (image tokens); = bias when absent
+  WeightMatrix gate;           // [E, D]
+  std::vector<float> bias;     // [E]
+  std::vector<float> bias_vl;  // [E] (image tokens); = bias when absent
   int64_t top_k = 0;
   std::vector<ExpertWeights41> experts;
   ExpertWeights41 shared;
@@ -74,8 +74,8 @@ struct EngramWeights {
   const uint8_t* table = nullptr;        // [rows, head_dim] e4m3
   const uint8_t* table_scale = nullptr;  // [rows, head_dim/32] E8M0
   int64_t rows = 0;
-  WeightMatrix wkv;                      // [(hc+1)*D, columns*head_dim]
-  std::vector<float> w;                  // [hc, D]: q_weight[s] * k_weight[s] (FP32 product)
+  WeightMatrix wkv;      // [(hc+1)*D, columns*head_dim]
+  std::vector<float> w;  // [hc, D]: q_weight[s] * k_weight[s] (FP32 product)
 };
 
 struct BlockWeights41 {
@@ -88,12 +88,12 @@ struct BlockWeights41 {
 };
 
 struct DsparkWeights {
-  WeightMatrix main_proj;            // [D, targets*D] (stage 0)
-  std::vector<float> main_norm;      // [D]
-  std::vector<float> norm;           // [D] (last stage)
-  WeightMatrix markov_embed;         // [V, rank] BF16
-  WeightMatrix markov_head;          // [V, rank] BF16
-  WeightMatrix confidence;           // [1, D + rank] BF16
+  WeightMatrix main_proj;        // [D, targets*D] (stage 0)
+  std::vector<float> main_norm;  // [D]
+  std::vector<float> norm;       // [D] (last stage)
+  WeightMatrix markov_embed;     // [V, rank] BF16
+  WeightMatrix markov_head;      // [V, rank] BF16
+  WeightMatrix confidence;       // [1, D + rank] BF16
 };
 
 struct Weights41 {
@@ -105,11 +105,18 @@ struct Weights41 {
   DsparkWeights dspark;
   int64_t num_parameters = 0, weight_bytes = 0, active_bytes_per_token = 0;
   std::vector<std::unique_ptr<uint8_t[]>> owned;  // copies of misaligned tensors
+  // Routed experts repacked at load for the CPU kernels (as DeepSeek-V4's, see
+  // dsv4::TensorBinder::PackExpertLanes): anonymous memory beside the mapped checkpoint.
+  std::vector<std::unique_ptr<kernels::Mxfp4LanePack>> lane_packs;
+  int64_t lane_pack_bytes = 0;
 };
 
-// Binds every tensor of `cfg` in `ckpt`. Errors: NotFound (missing tensor), InvalidArgument
-// (wrong dtype or shape; names the tensor and file).
-absl::StatusOr<std::unique_ptr<Weights41>> BindWeights41(const Config& cfg, const Checkpoint& ckpt);
+// Binds every tensor of `cfg` in `ckpt`. `repack_experts`: also copy the routed MXFP4 experts
+// into the kernels' lane layout where the kernels use it (false for a model that only runs the
+// FP64 path). Errors: NotFound (missing tensor), InvalidArgument (wrong dtype or shape; names the
+// tensor and file).
+absl::StatusOr<std::unique_ptr<Weights41>> BindWeights41(const Config& cfg, const Checkpoint& ckpt,
+                                                         bool repack_experts = true);
 
 }  // namespace deepinfer::model::dsv41
 

@@ -3,7 +3,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "common/status.h"
+#include "common/thread_pool.h"
+#include "kernels/ops.h"
 
 namespace deepinfer::model::dsv4 {
 
@@ -120,6 +123,23 @@ absl::StatusOr<HcWeights> TensorBinder::Hc(const std::string& prefix, const std:
   ASSIGN_OR_RETURN(h.base, Vector(prefix + "hc_" + kind + "_base", {mix}));
   ASSIGN_OR_RETURN(h.scale, Vector(prefix + "hc_" + kind + "_scale", {scales}));
   return h;
+}
+
+bool TensorBinder::RepackExperts(bool wanted) {
+  return wanted && Env().repack_weights && kernels::UsesMxfp4Lanes();
+}
+
+void TensorBinder::PackExpertLanes(WeightMatrix* m,
+                                   std::vector<std::unique_ptr<kernels::Mxfp4LanePack>>* packs,
+                                   int64_t* bytes) {
+  const kernels::WeightView view{kernels::WeightDType::kMXFP4, m->data, m->scale,
+                                 kernels::ScaleDType::kE8M0,   m->rows, m->cols};
+  auto pack = std::make_unique<kernels::Mxfp4LanePack>();
+  if (!kernels::PackMxfp4Lanes(view, pack.get(), ThreadPool::Default())) return;
+  m->lane_codes = pack->codes.data();
+  m->lane_scales = pack->scales.data();
+  *bytes += static_cast<int64_t>(pack->codes.size() + pack->scales.size());
+  packs->push_back(std::move(pack));
 }
 
 }  // namespace deepinfer::model::dsv4

@@ -3,8 +3,8 @@
 // format, copies of misaligned tensors, parameter / byte counting, FP32 vectors and the formats
 // both checkpoints store the same way (BF16 / F32 matrices, FP8 tiles, MXFP4 experts, mHC
 // parameters; FP8 tiles are scanned once for e4m3 NaN codes, WeightMatrix::fp8_nan_free). What
-// the models add on top (V4: lane repacking; V4.1: its tile size and BF16 fallback) stays in their
-// binders.
+// the models add on top (V4.1: its tile size and BF16 fallback) stays in their binders; both
+// repack routed MXFP4 experts into the CPU kernels' lane layout with PackExpertLanes.
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V4_TENSOR_BINDER_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V4_TENSOR_BINDER_H_
 
@@ -62,6 +62,18 @@ class TensorBinder {
   // (counted). V4's tiles are 128; V4.1's come from its config.
   absl::StatusOr<WeightMatrix> Fp8Tiles(const std::string& prefix, int64_t rows, int64_t cols,
                                         int64_t tile);
+
+  // Whether routed MXFP4 experts are repacked at load: `wanted` (the model runs the SIMD
+  // kernels, not only the FP64 path), DEEPINFER_REPACK_WEIGHTS not 0, and kernels that use the
+  // lane layout (kernels::UsesMxfp4Lanes).
+  static bool RepackExperts(bool wanted);
+
+  // MXFP4 matrix `m` copied into the kernels' lane layout (kernels::PackMxfp4Lanes, the
+  // checkpoint's bytes left as they are): m's lane_codes / lane_scales point into the copy,
+  // which `packs` keeps and `bytes` counts. Leaves `m` alone where the pack refuses its scales.
+  static void PackExpertLanes(WeightMatrix* m,
+                              std::vector<std::unique_ptr<kernels::Mxfp4LanePack>>* packs,
+                              int64_t* bytes);
 
   // mHC parameters `prefix`hc_`kind`_{fn [mix, width], base [mix], scale [scales]}.
   absl::StatusOr<HcWeights> Hc(const std::string& prefix, const std::string& kind, int64_t mix,

@@ -32,17 +32,7 @@ class Binder : public TensorBinder {
   absl::StatusOr<WeightMatrix> Expert(const std::string& prefix, int64_t rows, int64_t cols) {
     if (!c_.expert_fp4) return Fp8(prefix, rows, cols);
     ASSIGN_OR_RETURN(WeightMatrix m, Mxfp4(prefix, rows, cols));
-    if (repack_) {
-      const kernels::WeightView view{kernels::WeightDType::kMXFP4, m.data, m.scale,
-                                     kernels::ScaleDType::kE8M0,   rows,   cols};
-      auto pack = std::make_unique<kernels::Mxfp4LanePack>();
-      if (kernels::PackMxfp4Lanes(view, pack.get(), ThreadPool::Default())) {
-        m.lane_codes = pack->codes.data();
-        m.lane_scales = pack->scales.data();
-        w_->lane_pack_bytes += static_cast<int64_t>(pack->codes.size() + pack->scales.size());
-        w_->lane_packs.push_back(std::move(pack));
-      }
-    }
+    if (repack_) PackExpertLanes(&m, &w_->lane_packs, &w_->lane_pack_bytes);
     return m;
   }
 
@@ -199,8 +189,7 @@ class Binder : public TensorBinder {
 absl::StatusOr<std::unique_ptr<Weights>> BindWeights(const Config& config, const Checkpoint& ckpt,
                                                      bool repack_experts) {
   auto w = std::make_unique<Weights>();
-  Binder binder(config, ckpt, repack_experts && Env().repack_weights && kernels::UsesMxfp4Lanes(),
-                w.get());
+  Binder binder(config, ckpt, TensorBinder::RepackExperts(repack_experts), w.get());
   RETURN_IF_ERROR(binder.All());
   return w;
 }
