@@ -1,7 +1,8 @@
 // Test helper for the DeepSeek-V4 and V4.1 golden tests (deepseek_v4_golden_test.cc,
 // deepseek_v41_test.cc; not used by the engine): reading the shared goldens' JSON, the README
 // "How to compare" logit statistics, which both models' goldens are judged by, and the lookups
-// of the teacher-forcing tracers into a reference trace.
+// of the teacher-forcing tracers into a reference trace; and the lane-layout check of repacked
+// MXFP4 experts.
 #ifndef DEEPINFER_MODEL_DEEPSEEK_V4_GOLDEN_TESTING_H_
 #define DEEPINFER_MODEL_DEEPSEEK_V4_GOLDEN_TESTING_H_
 
@@ -18,6 +19,7 @@
 
 #include "common/check.h"
 #include "model/checkpoint.h"
+#include "model/deepseek_v4_numerics.h"
 #include "model/deepseek_v4_reference.h"
 #include "nlohmann/json.hpp"
 
@@ -141,6 +143,33 @@ inline double Bf16UlpOfLarger(float a, float b) {
   int e;
   std::frexp(mag, &e);
   return std::ldexp(1.0, e - 8);
+}
+
+// Relative L2 errors, over 3 x rows of a fixed signal, of Linear on `m` (lane layout where it
+// has one) and on `m` in its checkpoint layout against the FP64 product of the checkpoint layout
+// (`quantize`: activation quantisation as the model applies it). Both should be ~1e-7.
+struct LaneLayoutErrors {
+  double lanes = 0, plain = 0;
+};
+inline LaneLayoutErrors CompareLaneLayout(const WeightMatrix& m, bool quantize) {
+  WeightMatrix plain = m;
+  plain.lane_codes = nullptr;
+  plain.lane_scales = nullptr;
+  const int64_t M = 3;
+  std::vector<float> x(M * m.cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<float> y(M * m.rows), y_plain(M * m.rows), y_oracle(M * m.rows);
+  Linear(m, x.data(), M, y.data(), quantize);
+  Linear(plain, x.data(), M, y_plain.data(), quantize);
+  Linear(plain, x.data(), M, y_oracle.data(), quantize, /*precise=*/true);
+  double err = 0, err_plain = 0, norm = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    err += (y[i] - y_oracle[i]) * (y[i] - y_oracle[i]);
+    err_plain += (y[i] - y_plain[i]) * (y[i] - y_plain[i]);
+    norm += y_oracle[i] * y_oracle[i];
+  }
+  CHECK_GT(norm, 0);
+  return {std::sqrt(err / norm), std::sqrt(err_plain / norm)};
 }
 
 }  // namespace deepinfer::model::dsv4

@@ -3,8 +3,8 @@
 // the demo preset's health, and load errors naming the bad tensor.
 #include "model/deepseek_v4.h"
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <filesystem>
@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "kernels/ops.h"
 #include "model/checkpoint.h"
+#include "model/deepseek_v4_golden_testing.h"
 #include "model/deepseek_v4_make_test_model.h"
 #include "model/deepseek_v4_moe.h"
 #include "model/deepseek_v4_reference.h"
@@ -418,26 +419,9 @@ TEST(DsV4Weights, RoutedExpertsTakeTheKernelsLaneLayout) {
   }
   EXPECT_GT(experts, 0);
   EXPECT_EQ(w->lane_pack_bytes > 0, lanes);
-  const WeightMatrix& m = w->blocks[0].ffn.experts[0].w1;
-  WeightMatrix plain = m;
-  plain.lane_codes = nullptr;
-  plain.lane_scales = nullptr;
-  const int64_t M = 3;
-  std::vector<float> x(M * m.cols);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
-  std::vector<float> y(M * m.rows), y_plain(M * m.rows), y_oracle(M * m.rows);
-  Linear(m, x.data(), M, y.data(), true);
-  Linear(plain, x.data(), M, y_plain.data(), true);
-  Linear(plain, x.data(), M, y_oracle.data(), true, /*precise=*/true);
-  double err = 0, err_plain = 0, norm = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    err += (y[i] - y_oracle[i]) * (y[i] - y_oracle[i]);
-    err_plain += (y[i] - y_plain[i]) * (y[i] - y_plain[i]);
-    norm += y_oracle[i] * y_oracle[i];
-  }
-  ASSERT_GT(norm, 0);
-  EXPECT_LE(std::sqrt(err / norm), 1e-5);
-  EXPECT_LE(std::sqrt(err_plain / norm), 1e-5);
+  const LaneLayoutErrors errors = CompareLaneLayout(w->blocks[0].ffn.experts[0].w1, true);
+  EXPECT_LE(errors.lanes, 1e-5);
+  EXPECT_LE(errors.plain, 1e-5);
 
   // DEEPINFER_REPACK_WEIGHTS=0 keeps the checkpoint layout only.
   const EnvConfig saved = Env();
