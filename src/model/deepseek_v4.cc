@@ -395,15 +395,13 @@ struct DeepseekV4Model::Impl : ForwardHooks {
           constexpr int64_t kScoreBlock = 32, kScoreGroup = int64_t{1} << 20;
           for (int64_t ra = t0, rb = t0; ra < t1; ra = rb) {
             std::vector<int64_t> item_start(1, 0);
+            std::vector<std::vector<std::pair<float, int32_t>>> row_scores;
             int64_t total = 0;
             for (rb = ra; rb < t1 && (rb == ra || total < kScoreGroup); ++rb) {
               const int64_t nscore = tracer != nullptr ? end_rows : (b.pos[rb] + 1) / m;
               total += nscore;
               item_start.push_back(item_start.back() + (nscore + kScoreBlock - 1) / kScoreBlock);
-            }
-            std::vector<std::vector<std::pair<float, int32_t>>> row_scores(rb - ra);
-            for (int64_t t = ra; t < rb; ++t) {
-              row_scores[t - ra].resize(tracer != nullptr ? end_rows : (b.pos[t] + 1) / m);
+              row_scores.emplace_back(nscore);
             }
             ForRows(item_start.back(), 2 * kScoreBlock * IH * ID, [&](int64_t item) {
               const int64_t i = std::upper_bound(item_start.begin(), item_start.end(), item) -

@@ -32,7 +32,6 @@ namespace {
 
 using dsv4::ApplyRope;
 using dsv4::CheckDistinctStateSlots;
-using dsv4::DotF64;
 using dsv4::E4M3ToF32;
 using dsv4::ForRows;
 using dsv4::IndexerScoreF64;
