@@ -91,7 +91,7 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
       if (!v.ok()) return v.status();
       c.enable_mtp_varlen = *v;
     } else if (name == "DEEPINFER_USE_NEXTN_DECODE") {
-      auto v = ParseInt(name, value, 0, 16);
+      auto v = ParseInt(name, value, 0, 5);
       if (!v.ok()) return v.status();
       c.use_nextn_decode = *v;
     } else if (name == "DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE") {
@@ -99,7 +99,9 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
       if (!v.ok()) return v.status();
       c.yoco_prefill_truncation_mode = *v;
     } else if (name == "DEEPINFER_YOCO_PREFILL_KEEP_TOKENS") {
-      auto v = ParseInt(name, value, 134, 1 << 30);
+      // The floor is the loaded model's window + 6 (134 for the release, 22 for dsv41-tiny-a),
+      // which only the model knows: DeepseekV41Model::set_prefill_truncation raises it there.
+      auto v = ParseInt(name, value, 1, 1 << 30);
       if (!v.ok()) return v.status();
       c.yoco_prefill_keep_tokens = *v;
     } else if (name == "DEEPINFER_ACCELERATOR") {

@@ -94,9 +94,10 @@ TEST(EnvConfig, BadValuesAreClearInvalidArgumentErrors) {
     const char* expected;
   } cases[] = {
       {"DEEPINFER_BATCH_INVARIANT", "maybe", "0 or 1"},
-      {"DEEPINFER_USE_NEXTN_DECODE", "-1", "integer in [0, 16]"},
+      {"DEEPINFER_USE_NEXTN_DECODE", "-1", "integer in [0, 5]"},
+      {"DEEPINFER_USE_NEXTN_DECODE", "6", "integer in [0, 5]"},
       {"DEEPINFER_USE_NEXTN_DECODE", "five", "integer"},
-      {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "100", "[134,"},
+      {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "0", "[1,"},
       {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "loose", "none, compact"},
       {"DEEPINFER_ACCELERATOR", "tpu", "cpu, cuda"},
       {"DEEPINFER_NUM_THREADS", "1e3", "integer"},

@@ -135,12 +135,14 @@ struct DeepseekV41Model::Impl : dsv4::ForwardHooks {
 
   // ---------- helpers ----------
 
-  // y = x W^T. quantize: MXFP8 per-32 activation quantisation first (FP8/FP4 weights, §3).
+  // y = x W^T. quantize: MXFP8 per-32 activation quantisation first, as the official `linear`
+  // does for FP8 / FP4 weights only (§3): a weight a checkpoint stores in BF16 / F32 (accepted by
+  // the FP8 binder) multiplies unquantised activations.
   // Tier B accumulates in FP64 (its goldens come from a float64 oracle).
   void Lin(const WeightMatrix& m, const float* x, int64_t M, float* y, bool quantize) const {
     if (M == 0) return;
     std::vector<float> xq;
-    if (quantize) {
+    if (quantize && m.format != dsv4::WeightFormat::kF32 && m.format != dsv4::WeightFormat::kBf16) {
       xq.assign(x, x + M * m.cols);
       ForRows(M, m.cols, [&](int64_t r) { Mxfp8SimInPlace(xq.data() + r * m.cols, m.cols); });
       x = xq.data();

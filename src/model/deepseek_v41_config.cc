@@ -87,7 +87,8 @@ absl::StatusOr<Config> Config::Parse(const std::string& text, const std::string&
   RET(f.Get("swiglu_limit", "swiglu_limit", &c.swiglu_limit, false));
   RET(f.Get("rms_norm_eps", "norm_eps", &c.rms_eps, false));
   RET(f.Get("gate_temp", "gate_temp", &c.gate_temp, false));
-  RET(f.Get("sliding_window", "window_size", &c.window));
+  c.window = 128;  // OFF41 ModelArgs.window_size
+  RET(f.Get("sliding_window", "window_size", &c.window, false));
   RET(f.Get("rope_theta", "rope_theta", &c.rope_theta, false));
   RET(f.Get("compress_rope_theta", "compress_rope_theta", &c.compress_rope_theta, false));
   if (const Json* rs = f.Find("rope_scaling", nullptr); rs != nullptr && rs->is_object()) {
@@ -102,6 +103,22 @@ absl::StatusOr<Config> Config::Parse(const std::string& text, const std::string&
     RET(f.Get(nullptr, "original_seq_len", &c.yarn_original_len, false));
   }
   RET(f.Get("compress_ratios", "compress_ratios", &c.compress_ratios));
+  // Routing (§4.6): sqrt-softplus scores, normalised top-k weights; nothing else is implemented,
+  // so another value is an error rather than a silently different model.
+  {
+    std::string scoring = "sqrtsoftplus";
+    RET(f.Get("scoring_func", "score_func", &scoring, false));
+    if (scoring != "sqrtsoftplus") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": unsupported scoring_func \"", scoring, "\" (sqrtsoftplus)"));
+    }
+    bool norm_topk = true;
+    RET(f.Get("norm_topk_prob", "norm_topk_prob", &norm_topk, false));
+    if (!norm_topk) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": norm_topk_prob false is not supported"));
+    }
+  }
   RET(f.Get("kv_source_layer_ids", "kv_source_layers", &c.kv_source_layers, false));
   RET(f.Get("index_source_layer_ids", "index_source_layers", &c.index_source_layers, false));
   RET(f.Get("index_n_heads", "index_n_heads", &c.index_n_heads, false));
@@ -132,6 +149,17 @@ absl::StatusOr<Config> Config::Parse(const std::string& text, const std::string&
             false));
   RET(f.Get("dspark_num_experts_per_tok", "dspark_n_activated_experts",
             &c.dspark_n_active_experts, false));
+  // Official fallbacks (OFF41 get_moe_config: `dspark_n_routed_experts or n_routed_experts`;
+  // ModelArgs: dspark_markov_rank 256, engram_pad_id 2 = the pad token's compressed id, spec §4.2).
+  if (c.dspark_n_routed_experts <= 0) c.dspark_n_routed_experts = c.n_routed_experts;
+  if (c.dspark_n_active_experts <= 0) c.dspark_n_active_experts = c.n_active_experts;
+  if (f.Find("dspark_markov_rank", "dspark_markov_rank") == nullptr) c.dspark_markov_rank = 256;
+  if (f.Find("engram_pad_token_id", "engram_pad_id") == nullptr) c.engram_pad_token_id = 2;
+  // Layer lists are sets in the official code (`i in target_layer_ids`, the latest source <= l):
+  // keep them sorted so list order never changes a feature slot or a source.
+  std::sort(c.kv_source_layers.begin(), c.kv_source_layers.end());
+  std::sort(c.index_source_layers.begin(), c.index_source_layers.end());
+  std::sort(c.dspark_target_layers.begin(), c.dspark_target_layers.end());
   c.max_position_embeddings = 1 << 20;
   RET(f.Get("max_position_embeddings", "max_seq_len", &c.max_position_embeddings, false));
   RET(f.Get("image_token_id", "image_token_id", &c.image_token_id, false));
@@ -216,6 +244,18 @@ absl::StatusOr<Config> Config::Parse(const std::string& text, const std::string&
   }
   for (int64_t l : c.engram_layer_ids) {
     if (l < 0 || l >= c.num_layers) return bad("engram_layer_ids outside the layers");
+  }
+  for (int64_t l : c.dspark_target_layers) {
+    if (l < 0 || l >= c.num_layers) return bad("dspark_target_layer_ids outside the layers");
+  }
+  if (c.num_dspark_layers > 0 &&
+      (c.dspark_block_size < 1 || c.dspark_target_layers.empty() || c.dspark_markov_rank <= 0 ||
+       c.dspark_n_active_experts > c.dspark_n_routed_experts)) {
+    return bad("inconsistent dspark_* fields");
+  }
+  if (!c.engram_layer_ids.empty() &&
+      (c.engram_pad_token_id < 0 || c.engram_pad_token_id >= c.vocab_size)) {
+    return bad("engram_pad_token_id outside the vocabulary");
   }
   if (!c.engram_layer_ids.empty() &&
       (c.engram_max_ngram < 2 || c.engram_n_heads <= 0 || c.engram_head_dim % 32 != 0 ||

@@ -66,10 +66,12 @@ absl::StatusOr<EngramHasher> EngramHasher::Load(const Config& c, const std::stri
       L.offsets.push_back(sum);
       sum += next;
     }
-    if (sum != c.engram_num_embeddings[li]) {
+    // The official code only sizes the table by engram_num_embeddings (the release's equals
+    // the prime sum; a sharded table may be padded past it): the buckets must fit in it.
+    if (sum > c.engram_num_embeddings[li]) {
       return absl::InvalidArgumentError(absl::StrCat(
           c.source, ": engram_num_embeddings[", li, "] = ", c.engram_num_embeddings[li],
-          " but the derived prime buckets of layer ", L.layer_id, " sum to ", sum));
+          " but the derived prime buckets of layer ", L.layer_id, " need ", sum, " rows"));
     }
     h.layers_.push_back(std::move(L));
   }
@@ -128,21 +130,22 @@ absl::StatusOr<EngramHasher> EngramHasher::Load(const Config& c, const std::stri
                        c.engram_compressed_vocab, " (wrong tokenizer for this checkpoint?)"));
     }
     h.token_map_ = std::move(derived.map);
-    if (static_cast<int64_t>(h.token_map_.size()) > c.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(dir, ": the tokenizer has ", h.token_map_.size(),
-                       " ids, more than the model's vocab ", c.vocab_size));
-    }
-    // Embedding rows past the tokenizer's ids (DeepSeek pads 128 815 ids to 129 280 rows) are
-    // never produced by it; they hash as the pad token.
+  }
+  if (static_cast<int64_t>(h.token_map_.size()) > c.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": the Engram token map has ",
+                                                   h.token_map_.size(),
+                                                   " ids, more than the model's vocab ",
+                                                   c.vocab_size));
+  }
+  if (h.token_map_.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty token_map"));
+  // The official map has one entry per tokenizer id (len(tokenizer)); embedding rows past the
+  // tokenizer's ids (DeepSeek pads 128 815 ids to 129 280 rows) are never produced by it; they
+  // hash as the pad token, on both paths.
+  {
     const int32_t pad = c.engram_pad_token_id < static_cast<int64_t>(h.token_map_.size())
                             ? h.token_map_[static_cast<size_t>(c.engram_pad_token_id)]
                             : 0;
     h.token_map_.resize(static_cast<size_t>(c.vocab_size), pad);
-  }
-  if (static_cast<int64_t>(h.token_map_.size()) < c.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": token_map has ", h.token_map_.size(),
-                                                   " entries, vocab is ", c.vocab_size));
   }
   for (int32_t v : h.token_map_) {
     if (v < 0 || v >= c.engram_compressed_vocab) {

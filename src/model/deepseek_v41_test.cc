@@ -178,6 +178,43 @@ TEST(DsV41Config, ReleasedRolesAndStoredRegion) {
   EXPECT_EQ(L.window_tokens, 128);
 }
 
+// Absent fields take the official code's defaults (OFF41 ModelArgs / get_moe_config), layer
+// lists are sets, and values the engine does not implement are errors, never another model.
+TEST(DsV41Config, OfficialDefaultsSortedListsAndUnsupportedValues) {
+  Json root = Json::parse(ReleasedConfigText());
+  Json& tc = root["text_config"];
+  for (const char* k : {"dspark_n_routed_experts", "dspark_num_experts_per_tok",
+                        "dspark_markov_rank", "engram_pad_token_id", "sliding_window"}) {
+    tc.erase(k);
+  }
+  tc["dspark_target_layer_ids"] = {39, 37, 38};
+  tc["kv_source_layer_ids"] = {20, 2, 14, 8};
+  ASSERT_OK_AND_ASSIGN(Config c, Config::Parse(root.dump(), "defaults"));
+  EXPECT_EQ(c.dspark_n_routed_experts, 384);  // `dspark_n_routed_experts or n_routed_experts`
+  EXPECT_EQ(c.dspark_n_active_experts, 6);
+  EXPECT_EQ(c.dspark_markov_rank, 256);
+  EXPECT_EQ(c.engram_pad_token_id, 2);
+  EXPECT_EQ(c.window, 128);
+  EXPECT_EQ(c.dspark_target_layers, (std::vector<int64_t>{37, 38, 39}));
+  EXPECT_EQ(c.LastKvSource(), 20);
+  EXPECT_EQ(c.roles[19].kv_source, 14);
+  EXPECT_EQ(c.roles[24].kv_source, 20);
+  auto with = [&](const char* key, Json value) {
+    Json r = Json::parse(ReleasedConfigText());
+    r["text_config"][key] = value;
+    return Config::Parse(r.dump(), "bad").status();
+  };
+  EXPECT_THAT(with("scoring_func", "softmax"), ::deepinfer::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                         ::testing::HasSubstr("scoring_func")));
+  EXPECT_THAT(with("norm_topk_prob", false), ::deepinfer::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                       ::testing::HasSubstr("norm_topk_prob")));
+  EXPECT_THAT(with("dspark_target_layer_ids", Json::array({37, 40})),
+              ::deepinfer::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("dspark_target_layer_ids")));
+  EXPECT_THAT(with("engram_pad_token_id", 129280),
+              ::deepinfer::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("engram_pad_token_id")));
+  EXPECT_OK(with("scoring_func", "sqrtsoftplus"));
+}
+
 TEST(DsV41Config, FlatInferenceConfigMatchesNested) {
   SKIP_WITHOUT_SHARED();
   ASSERT_OK_AND_ASSIGN(Config a, Config::Parse(ReadText(ModelDir() + "/config.json"), "nested"));
@@ -763,6 +800,54 @@ TEST(DsV41Engram, NoTablesFileDerivesTheSameHashing) {
   });
   EXPECT_EQ(RunPrompt40(dir), RunPrompt40(ModelDir()));
   SetEngramTokenMapSource(nullptr);
+  fs::remove_all(dir);
+}
+
+// The official token map has one entry per tokenizer id, which may be fewer than the embedding
+// rows; a sidecar of that length loads (the missing ids hash as the pad token), and an
+// engram_num_embeddings larger than the prime buckets (a padded table) is accepted: for a prompt
+// of ids inside the map the logits equal the full map's, and padding the table with rows no id
+// reaches changes nothing either.
+TEST(DsV41Engram, ShortTokenMapAndPaddedTableCountLoad) {
+  SKIP_WITHOUT_SHARED();
+  const std::string dir = TinyWithoutTables("dsv41_short_map", 0, "");
+  Json t = ReadJson(ModelDir() + "/engram_tables.json");
+  std::vector<int32_t> map = t["token_map"].get<std::vector<int32_t>>();
+  ASSERT_EQ(map.size(), 512u);
+  map.resize(480);
+  t["token_map"] = map;
+  std::ofstream(dir + "/engram_tables.json") << t.dump();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 470);
+  auto run = [&](const std::string& d) {
+    LoadOptions o;
+    o.show_progress = false;
+    auto lm = LoadDeepseekV41(d, o);
+    CHECK(lm.ok()) << lm.status();
+    Session s(static_cast<DeepseekV41Model*>(lm->get()), 64);
+    auto got = s.Feed(prompt);
+    CHECK(got.ok()) << got.status();
+    return *got;
+  };
+  const std::vector<float> ref = run(ModelDir());
+  EXPECT_EQ(run(dir), ref);
+  // A table count past the prime sum (only the count in config.json; the rows the hashes reach
+  // are the same tensor).
+  for (const char* f : {"config.json", "inference/config.json"}) {
+    Json j = ReadJson(dir + "/" + f);
+    Json& tc = j.contains("text_config") ? j["text_config"] : j;
+    const int64_t rows = tc["engram_num_embeddings"][0].get<int64_t>();
+    tc["engram_num_embeddings"][0] = rows + 8;
+    std::ofstream(dir + "/" + f) << j.dump(2);
+  }
+  LoadOptions o;
+  o.show_progress = false;
+  // The tensor itself keeps the old row count: the prime check passes, and binding the table
+  // then names the tensor whose shape disagrees.
+  auto padded = LoadDeepseekV41(dir, o);
+  ASSERT_FALSE(padded.ok());
+  EXPECT_THAT(std::string(padded.status().message()), ::testing::HasSubstr("engram.embed"));
+  EXPECT_THAT(std::string(padded.status().message()), ::testing::Not(::testing::HasSubstr("prime")));
   fs::remove_all(dir);
 }
 
