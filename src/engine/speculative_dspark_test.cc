@@ -453,6 +453,7 @@ std::vector<std::vector<int32_t>> RandomPrompts(std::initializer_list<int> lens,
 void CheckGreedyAndSampledIdentity(const fs::path& dir, std::vector<int> ks, int max_tokens) {
   auto probe = LoadV41(dir);
   const int vocab = static_cast<int>(probe->info().vocab_size);
+  const int block = probe->max_model_drafts();
   probe.reset();
   // Lengths around the window (16 in tiny models) and ring (22) so rings wrap inside decode.
   const auto prompts = RandomPrompts({5, 21, 40}, std::min(vocab, 500), 17);
@@ -470,7 +471,7 @@ void CheckGreedyAndSampledIdentity(const fs::path& dir, std::vector<int> ks, int
     for (size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_EQ(on.tokens[i], off.tokens[i]) << dir << " k " << k << " prompt " << i;
     }
-    const int want_k = k == 0 ? 5 : k;  // 0: the model's block (5 in both checkpoints)
+    const int want_k = k == 0 ? block : k;  // 0: the model's block (5 in the release)
     EXPECT_GT(on.stats.spec_draft_tokens, 0) << "k " << k;
     ASSERT_FALSE(on.records.empty());
     for (const auto& r : on.records) EXPECT_EQ(r.max_drafts, want_k);
@@ -489,6 +490,12 @@ TEST(DsparkEngineTest, Dsv41TinyAGreedyAndSeededSampledEqualSpeculationOff) {
 TEST(DsparkEngineTest, TinyAndDemoPresetsGreedyAndSeededSampledEqualSpeculationOff) {
   CheckGreedyAndSampledIdentity(PresetDir("tiny"), {2, 5}, 20);
   CheckGreedyAndSampledIdentity(PresetDir("demo"), {5}, 10);
+}
+
+// The alt preset drafts with three DSpark stages (as the release) and a block of 4: the default
+// length is its block, and outputs still equal speculation off.
+TEST(DsparkEngineTest, ThreeStageAltPresetGreedyAndSeededSampledEqualSpeculationOff) {
+  CheckGreedyAndSampledIdentity(PresetDir("alt"), {3, 0}, 16);
 }
 
 // E8 / rollback for the drafter, E9 "DSpark == a recompute over the full history": the engine

@@ -219,6 +219,7 @@ struct Shape41 {
   std::vector<int64_t> engram_layers;
   int64_t engram_vocab, engram_ngram, engram_heads, engram_head_dim;
   int64_t dspark_layers, noise_id, markov_rank, dspark_experts, dspark_active;
+  int64_t dspark_block = 5;
   std::vector<int64_t> dspark_targets;
   int64_t image_token_id, yarn_original, max_pos;
 };
@@ -259,7 +260,7 @@ std::string ConfigJson(const Shape41& s) {
              {"engram_vocab_size", s.engram_vocab}, {"engram_n_heads", s.engram_heads},
              {"engram_head_dim", s.engram_head_dim}, {"engram_pad_token_id", 2},
              {"engram_compressed_vocab_size", TestCid(s.vocab - 1) + 1},
-             {"num_nextn_predict_layers", s.dspark_layers}, {"dspark_block_size", 5},
+             {"num_nextn_predict_layers", s.dspark_layers}, {"dspark_block_size", s.dspark_block},
              {"dspark_noise_token_id", s.noise_id}, {"dspark_target_layer_ids", s.dspark_targets},
              {"dspark_markov_rank", s.markov_rank},
              {"dspark_n_routed_experts", s.dspark_experts},
@@ -369,7 +370,8 @@ absl::StatusOr<std::string> TestModelConfigJson41(const std::string& preset) {
     // A second small configuration for the generality checks (deepseek_v41_test DsV41Alt*):
     // other widths, head count and head_dim, 10 layers with three ratio-2 and five ratio-1
     // layers, KV sources 2 and 5 (decoder 6-9: four replay layers), window 12, 6 experts top-3,
-    // two Engram layers with 4-grams, DSpark over layers 6, 8 and 9.
+    // two Engram layers with 4-grams, three DSpark stages (as the release) with a block of 4
+    // over layers 6, 8 and 9.
     s.hidden = 320;
     s.heads = 2;
     s.head_dim = 192;
@@ -377,7 +379,9 @@ absl::StatusOr<std::string> TestModelConfigJson41(const std::string& preset) {
     s.o_groups = 2;
     s.o_lora = 64;
     s.window = 12;
-    s.ratios = {0, 0, 2, 2, 2, 1, 1, 1, 1, 1, 0};
+    s.ratios = {0, 0, 2, 2, 2, 1, 1, 1, 1, 1, 0, 0, 0};
+    s.dspark_layers = 3;
+    s.dspark_block = 4;
     s.kv_sources = {2, 5};
     s.index_sources = {2, 5, 7};
     s.candidate_source = 5;

@@ -18,6 +18,9 @@ namespace deepinfer::model::dsv41 {
 // Named presets, as config.json text (the released nested layout):
 //   "tiny"  - the dsv41-tiny-a architecture of spec §10 (vocab 512, hidden 256, 8 layers + 1
 //             DSpark stage, ratios [0,0,2,2,1,1,1,1,0], window 16, Engram at 1)
+//   "alt"   - a second small configuration for generality tests: hidden 320, 2 heads x 192,
+//             10 layers (KV sources 2, 5), window 12, 6 experts top-3, Engram at 1 and 3 with
+//             4-grams, three DSpark stages with a block of 4 (as the release's three)
 //   "demo"  - vocab 129280 (the DeepSeek tokenizer), hidden 256, 8 layers + 1 DSpark stage with
 //             the release's role pattern, window 128, 16 experts top-2, Engram at 1
 //   "bench" - vocab 129280, hidden 1024, 12 layers (encoder 0-5, last KV source 6, decoder 7-11

@@ -1234,6 +1234,37 @@ TEST(DsV41Dspark, ContextSeedingInvariantAndSampler) {
   model->set_dspark_context(false);
 }
 
+// The release drafts with three DSpark stages; dsv41-tiny-a has one. On the alt preset (three
+// stages, a block of 4) the README's invariant holds as well: drafts, confidences and logits do
+// not depend on how the context rings were seeded (one prefill chunk, token by token, chunks).
+TEST(DsV41Alt, ThreeStageDsparkDraftsDoNotDependOnContextSeeding) {
+  DeepseekV41Model* m = AltModel();
+  const Config& c = m->config();
+  ASSERT_EQ(c.num_dspark_layers, 3);
+  ASSERT_EQ(c.dspark_block_size, 4);
+  const std::vector<int32_t> prompt = AltPrompt(50), teacher = AltPrompt(5);
+  const DsparkRun whole = RunDspark(m, prompt, teacher, 3);
+  for (const DsparkDraftResult& st : whole.steps) {
+    ASSERT_EQ(st.tokens.size(), 4u);
+    ASSERT_EQ(st.confidence_logits.size(), 4u);
+    ASSERT_EQ(st.logits.size(), static_cast<size_t>(4 * c.vocab_size));
+    for (float v : st.logits) ASSERT_TRUE(std::isfinite(v));
+    for (float v : st.confidence_logits) ASSERT_TRUE(std::isfinite(v));
+    for (int32_t t : st.tokens) {
+      ASSERT_GE(t, 0);
+      ASSERT_LT(t, c.vocab_size);
+    }
+  }
+  for (int64_t chunk : {1, 7}) {
+    const DsparkRun split = RunDspark(m, prompt, teacher, 3, chunk);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(split.steps[i].tokens, whole.steps[i].tokens) << chunk;
+      EXPECT_EQ(split.steps[i].confidence_logits, whole.steps[i].confidence_logits) << chunk;
+      EXPECT_EQ(split.steps[i].logits, whole.steps[i].logits) << chunk;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // make-test-model --arch deepseek_v41: the tiny preset has exactly the tensor names, dtypes and
 // shapes of the shared dsv41-tiny-a checkpoint (built independently) and runs healthily.
