@@ -85,8 +85,12 @@ void AddDecodingFlags(FlagSet& flags) {
                   "draft tokens verified per step, 1..5 (mtp: the MTP block chained on its own "
                   "output; default: DEEPINFER_USE_NEXTN_DECODE, else 1 for mtp, the model's "
                   "block (5) for dspark and 3 for ngram)");
-  flags.AddString("prompt-lookup-min", "2", "ngram: shortest n-gram looked up");
-  flags.AddString("prompt-lookup-max", "5", "ngram: longest n-gram looked up");
+  flags.AddString("prompt-lookup-min", "",
+                  "ngram: shortest n-gram looked up (as vLLM: 5 when neither size is given, "
+                  "--prompt-lookup-max when only that is)");
+  flags.AddString("prompt-lookup-max", "",
+                  "ngram: longest n-gram looked up (as vLLM: 5 when neither size is given, "
+                  "--prompt-lookup-min when only that is)");
   flags.AddString("speculative-script", "",
                   "scripted (testing only): file of token-id sequences to draft from, one per "
                   "line, `A/B` = match A, draft B (engine/speculative/script_drafter.h)");
@@ -163,11 +167,20 @@ absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* conf
     }
     spec.num_speculative_tokens = Env().use_nextn_decode;
   }
-  if (absl::Status s = int_flag("prompt-lookup-min", 1, 64, &spec.prompt_lookup_min); !s.ok()) {
-    return s;
+  // vLLM's rule: neither size given = 5 and 5; one given = both that value.
+  const bool has_min = flags.IsSet("prompt-lookup-min"), has_max = flags.IsSet("prompt-lookup-max");
+  spec.prompt_lookup_min = spec.prompt_lookup_max = 5;
+  if (has_min) {
+    if (absl::Status s = int_flag("prompt-lookup-min", 1, 64, &spec.prompt_lookup_min); !s.ok()) {
+      return s;
+    }
+    if (!has_max) spec.prompt_lookup_max = spec.prompt_lookup_min;
   }
-  if (absl::Status s = int_flag("prompt-lookup-max", 1, 64, &spec.prompt_lookup_max); !s.ok()) {
-    return s;
+  if (has_max) {
+    if (absl::Status s = int_flag("prompt-lookup-max", 1, 64, &spec.prompt_lookup_max); !s.ok()) {
+      return s;
+    }
+    if (!has_min) spec.prompt_lookup_min = spec.prompt_lookup_max;
   }
   if (spec.prompt_lookup_min > spec.prompt_lookup_max) {
     return absl::InvalidArgumentError(absl::StrCat(

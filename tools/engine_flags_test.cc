@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
+#include "common/config.h"
 #include "common/status.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
@@ -109,6 +111,55 @@ TEST(DecodingFlagsTest, FlagsReachTheConfigAndBadValuesNameTheFlag) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--num-speculative-tokens")));
   EXPECT_THAT(ApplyDecoding({"--prompt-lookup-min", "4", "--prompt-lookup-max", "2"}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--prompt-lookup-min")));
+}
+
+// vLLM's prompt-lookup rule: neither size given = 5..5, one given = both that value, min > max
+// an error naming the flag.
+TEST(DecodingFlagsTest, PromptLookupSizesFollowVllm) {
+  auto sizes = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--speculative-method", "ngram"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    absl::StatusOr<engine::EngineConfig> c = ApplyDecoding(args);
+    CHECK(c.ok()) << c.status();
+    return std::pair<int, int>(c->speculative.prompt_lookup_min, c->speculative.prompt_lookup_max);
+  };
+  EXPECT_EQ(sizes({}), std::make_pair(5, 5));
+  EXPECT_EQ(sizes({"--prompt-lookup-max", "1"}), std::make_pair(1, 1));
+  EXPECT_EQ(sizes({"--prompt-lookup-min", "6"}), std::make_pair(6, 6));
+  EXPECT_EQ(sizes({"--prompt-lookup-min", "2", "--prompt-lookup-max", "4"}), std::make_pair(2, 4));
+  EXPECT_THAT(ApplyDecoding({"--prompt-lookup-min", "0"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--prompt-lookup-min")));
+}
+
+// The seed's environment switches feed the flags' defaults, and a flag always wins:
+// DEEPINFER_USE_NEXTN_DECODE = k selects MTP with k drafts, DEEPINFER_ENABLE_MTP_VARLEN = 1 the
+// async planner.
+TEST(DecodingFlagsTest, EnvironmentSwitchesAndFlagsOverrideThem) {
+  const EnvConfig saved = Env();
+  EnvConfig env = saved;
+  env.use_nextn_decode = 3;
+  env.enable_mtp_varlen = true;
+  SetEnvConfigForTesting(env);
+  ASSERT_OK_AND_ASSIGN(engine::EngineConfig c, ApplyDecoding({}));
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kMtp);
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 3);
+  EXPECT_EQ(c.speculative.varlen, engine::VarlenMode::kAsyncBudget);
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--num-speculative-tokens", "2", "--speculative-varlen",
+                                         "off"}));
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kMtp);
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 2);
+  EXPECT_EQ(c.speculative.varlen, engine::VarlenMode::kOff);
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "ngram"}));
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kNgram);
+  EXPECT_EQ(c.speculative.num_speculative_tokens, 3);
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "none"}));
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kNone);
+  env.use_nextn_decode = 0;
+  env.enable_mtp_varlen = false;
+  SetEnvConfigForTesting(env);
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({}));
+  EXPECT_EQ(c.speculative.method, engine::SpeculativeConfig::Method::kNone);
+  SetEnvConfigForTesting(saved);
 }
 
 // --speculative-method dspark: the DSpark block of a V4.1 model; its default length is 0 (the

@@ -101,10 +101,10 @@ EngineMetrics::EngineMetrics(http::MetricsRegistry* r, const std::string& model_
   spec_accepted_tokens_ = r->GetCounter("deepinfer_spec_decode_num_accepted_tokens_total",
                                         "Draft tokens accepted.");
   vllm_spec_drafts_ =
-      r->GetCounter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", model);
+      r->GetCounter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", model);
   vllm_spec_draft_tokens_ =
-      r->GetCounter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", model);
-  vllm_spec_accepted_tokens_ = r->GetCounter("vllm:spec_decode_num_accepted_tokens",
+      r->GetCounter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", model);
+  vllm_spec_accepted_tokens_ = r->GetCounter("vllm:spec_decode_num_accepted_tokens_total",
                                              "Number of accepted tokens.", model);
   varlen_steps_ = r->GetCounter("deepinfer_spec_decode_varlen_steps_total",
                                 "Steps whose verify lengths the variable-length planner chose.");
@@ -133,7 +133,7 @@ EngineMetrics::EngineMetrics(http::MetricsRegistry* r, const std::string& model_
         "Accepted draft tokens by position in the draft (0 = first draft).", pos));
     pos.insert(pos.begin(), model.begin(), model.end());
     vllm_spec_accepted_per_pos_.push_back(
-        r->GetCounter("vllm:spec_decode_num_accepted_tokens_per_pos",
+        r->GetCounter("vllm:spec_decode_num_accepted_tokens_per_pos_total",
                       "Accepted draft tokens per draft position.", pos));
   }
 }

@@ -146,6 +146,34 @@ TEST(EngineMetricsTest, KvTierStatsRenderByTier) {
   EXPECT_THAT(text0, HasSubstr("deepinfer_kv_tier_write_queue_depth 0\n"));
 }
 
+// Speculative decoding counters under our names and vLLM's (prometheus_client appends `_total`
+// to a counter's name: vllm:spec_decode_num_drafts_total, ...). Lines written by hand.
+TEST(EngineMetricsTest, SpecDecodeCountersRenderWithVllmNames) {
+  http::MetricsRegistry r;
+  EngineMetrics m(&r, "demo");
+  engine::EngineStats st = Stats();
+  st.spec_verify_steps = 11;
+  st.spec_draft_tokens = 30;
+  st.spec_accepted_tokens = 17;
+  st.spec_accepted_per_position[0] = 10;
+  st.spec_accepted_per_position[1] = 7;
+  m.Update(st);
+  const std::string text = r.RenderText();
+  for (const char* line : {
+           "deepinfer_spec_decode_num_drafts_total 11\n",
+           "deepinfer_spec_decode_num_draft_tokens_total 30\n",
+           "deepinfer_spec_decode_num_accepted_tokens_total 17\n",
+           "deepinfer_spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 7\n",
+           "# TYPE vllm:spec_decode_num_drafts_total counter\n",
+           "vllm:spec_decode_num_drafts_total{model_name=\"demo\"} 11\n",
+           "vllm:spec_decode_num_draft_tokens_total{model_name=\"demo\"} 30\n",
+           "vllm:spec_decode_num_accepted_tokens_total{model_name=\"demo\"} 17\n",
+           "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"demo\",position=\"0\"} 10\n",
+       }) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+}
+
 // Variable-length verification counters (lines written by hand from the values set here).
 TEST(EngineMetricsTest, VarlenPlannerCountersRender) {
   http::MetricsRegistry r;

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "api/errors.h"
 #include "api/server_internal.h"
 #include "common/clock.h"
@@ -73,6 +74,27 @@ ApiServer::Impl::PumpEnd ApiServer::Impl::Pump(engine::RequestStream& stream,
   }
 }
 
+namespace {
+
+// Speculative decoding's per-request fields (only for requests that verified drafts): verify
+// steps, acceptance rate = accepted / verified drafts, mean accepted length = 1 + accepted /
+// verify steps (vLLM's definitions, spec speculative.md §6), accepted drafts by position.
+std::string SpecDecodeLogFields(const RequestRecord& r) {
+  const int64_t steps = r.Decoding(5);
+  if (steps == 0) return "";
+  const int64_t drafted = r.Decoding(0), accepted = r.Decoding(1);
+  std::string pos;
+  for (int j = 0; j < engine::kStepOutputDraftPositions; ++j) {
+    absl::StrAppend(&pos, j ? "," : "", r.Decoding(RequestRecord::kAcceptedAt + j));
+  }
+  return absl::StrFormat(" verify_steps=%d acceptance_rate=%.3f mean_accepted_len=%.3f "
+                         "accepted_per_pos=%s",
+                         steps, drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0,
+                         1.0 + static_cast<double>(accepted) / steps, pos);
+}
+
+}  // namespace
+
 void ApiServer::Impl::Finish(const RequestRecord& r, int status) {
   const int64_t now = MonotonicNanos();
   const double total_s = r.arrival_ns > 0 ? (now - r.arrival_ns) * 1e-9 : 0.0;
@@ -95,7 +117,7 @@ void ApiServer::Impl::Finish(const RequestRecord& r, int status) {
             << " generated_tokens=" << r.generated_tokens
             << " forward_passes=" << r.Decoding(3) << " forced_tokens=" << r.Decoding(2)
             << " drafted_tokens=" << r.Decoding(0) << " accepted_tokens=" << r.Decoding(1)
-            << " trimmed_drafts=" << r.Decoding(4)
+            << " trimmed_drafts=" << r.Decoding(4) << SpecDecodeLogFields(r)
             << " ttft_ms=" << (ttft_s >= 0 ? absl::StrCat(ttft_s * 1e3) : std::string("none"))
             << " tpot_ms=" << (tpot_s >= 0 ? tpot_s * 1e3 : 0.0) << " total_ms=" << total_s * 1e3;
 }

@@ -112,7 +112,10 @@ struct RequestRecord {
   // Decoding counts, summed over samples (each StepOutput carries its sample's running count):
   // draft tokens verified / accepted (speculative decoding), tokens jump-forward appended, and
   // forward passes that computed the request, drafts the variable-length planner trimmed.
-  std::vector<std::array<int, 5>> decoding;  // by sample index
+  // Fields: 0 drafted (verified), 1 accepted, 2 forced, 3 forward passes, 4 trimmed, 5 verify
+  // steps, 6.. accepted at draft position 0, 1, ...
+  static constexpr int kAcceptedAt = 6;
+  std::vector<std::array<int, kAcceptedAt + engine::kStepOutputDraftPositions>> decoding;
   int64_t Decoding(int field) const {
     int64_t n = 0;
     for (const auto& d : decoding) n += d[field];
@@ -142,8 +145,12 @@ struct RequestRecord {
     generated_tokens += static_cast<int64_t>(o.token_ids.size());
     if (o.sample_index >= 0 && o.sample_index < 1024) {
       if (decoding.size() <= static_cast<size_t>(o.sample_index)) decoding.resize(o.sample_index + 1);
-      decoding[o.sample_index] = {o.drafted_tokens, o.accepted_tokens, o.forced_tokens,
-                                  o.forward_passes, o.trimmed_drafts};
+      auto& d = decoding[o.sample_index];
+      d = {o.drafted_tokens, o.accepted_tokens, o.forced_tokens, o.forward_passes,
+           o.trimmed_drafts, o.verify_steps};
+      for (int j = 0; j < engine::kStepOutputDraftPositions; ++j) {
+        d[kAcceptedAt + j] = o.accepted_per_position[j];
+      }
     }
     if (o.first_token_ns > 0 && (first_token_ns == 0 || o.first_token_ns < first_token_ns)) {
       first_token_ns = o.first_token_ns;

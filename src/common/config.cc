@@ -165,12 +165,6 @@ absl::Status CheckEnvConfigSupported(const EnvConfig& config, std::vector<std::s
         "DEEPINFER_ACCELERATOR=", config.accelerator, ": this build has no ", config.accelerator,
         " backend (only cpu exists today); unset it or use DEEPINFER_ACCELERATOR=cpu"));
   }
-  if (config.use_nextn_decode > 1) {
-    warnings->push_back(absl::StrCat("DEEPINFER_USE_NEXTN_DECODE=", config.use_nextn_decode,
-                                     ": MTP drafts 1 token per step (chaining is not "
-                                     "implemented yet); serving with --speculative-method mtp "
-                                     "needs --num-speculative-tokens 1"));
-  }
   return absl::OkStatus();
 }
 

@@ -5,10 +5,13 @@
 //   DEEPINFER_BATCH_INVARIANT              0|1: every op reduces in an order independent of batch
 //                                          size and position (default 0)
 //   DEEPINFER_ENABLE_MTP_VARLEN            0|1: confidence-scheduled variable-length verify (0)
-//   DEEPINFER_USE_NEXTN_DECODE             0..16: maximum draft length for speculative decode (0 =
-//   off) DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE none|compact: V4.1 decoder-side prefill truncation
-//   (compact) DEEPINFER_YOCO_PREFILL_KEEP_TOKENS     >= 134: suffix kept by compact truncation
-//   (140) DEEPINFER_ACCELERATOR                  cpu|cuda: kernel backend (cpu)
+//   DEEPINFER_USE_NEXTN_DECODE             0..5: maximum draft length for speculative decode
+//                                          (0 = off)
+//   DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE none|compact: V4.1 decoder-side prefill truncation
+//                                          (compact)
+//   DEEPINFER_YOCO_PREFILL_KEEP_TOKENS     >= 1: prompt rows kept by compact truncation (140;
+//                                          the model raises it to its window + 6)
+//   DEEPINFER_ACCELERATOR                  cpu|cuda: kernel backend (cpu)
 //   DEEPINFER_NUM_THREADS                  kernel threads, 0 = all cores (0)
 //   DEEPINFER_FORCE_ISA                    auto|scalar|avx2|avx512|avx512bf16|amx: cap the CPU
 //                                          kernel ISA (auto = the best up to avx512: the BF16-dot
@@ -78,7 +81,7 @@ absl::Status InitEnvConfigFromProcess();
 
 // Settings this build parses but cannot honour. Returns FailedPrecondition for a backend that
 // is not built (DEEPINFER_ACCELERATOR=cuda: there is no CUDA backend yet); appends a warning for
-// each setting that asks for a feature not implemented yet (DEEPINFER_USE_NEXTN_DECODE > 1).
+// each setting that asks for a feature not implemented yet (none today).
 // DEEPINFER_ENABLE_MTP_VARLEN=1 selects --speculative-varlen async (tools/engine_flags.cc).
 // InitEnvConfigFromProcess() calls it.
 absl::Status CheckEnvConfigSupported(const EnvConfig& config, std::vector<std::string>* warnings);

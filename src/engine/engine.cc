@@ -25,6 +25,9 @@
 #include "kv/state_cache.h"
 
 namespace deepinfer::engine {
+
+static_assert(kStepOutputDraftPositions >= kMaxSpeculativeTokens,
+              "StepOutput counts accepted drafts at every draft position");
 namespace {
 
 using model::kBlockTokens;
@@ -390,6 +393,8 @@ StepOutput Engine::Impl::BaseOutput(const Sequence& seq) const {
   out.forced_tokens = seq.forced_tokens;
   out.forward_passes = seq.forward_passes;
   out.trimmed_drafts = seq.trimmed_drafts;
+  out.verify_steps = seq.verify_steps;
+  out.accepted_per_position = seq.accepted_per_position;
   return out;
 }
 
@@ -450,6 +455,10 @@ void Engine::Impl::PostProcess(const StepResult& result) {
       scheduler_.OnVerified(seq, r.admission, r.end_pos);
       seq->drafted_tokens += r.num_drafted;
       seq->accepted_tokens += r.num_accepted;
+      ++seq->verify_steps;
+      for (int j = 0; j < r.num_accepted && j < kStepOutputDraftPositions; ++j) {
+        ++seq->accepted_per_position[j];
+      }
       ++local_stats_.spec_verify_steps;
       local_stats_.spec_draft_tokens += r.num_drafted;
       local_stats_.spec_accepted_tokens += r.num_accepted;
@@ -827,11 +836,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
               << ": its next-n head is DSpark, drafting with it";
     config.speculative.method = SpeculativeConfig::Method::kDspark;
   }
-  // DSpark's default draft length is its block (spec §3.1: 5 in the release).
-  if (config.speculative.method == SpeculativeConfig::Method::kDspark &&
-      config.speculative.num_speculative_tokens == 0) {
-    config.speculative.num_speculative_tokens =
-        std::clamp(model->max_model_drafts(), 1, kMaxSpeculativeTokens);
+  // Default draft lengths: DSpark its block (spec §3.1: 5 in the release), MTP 1 (spec §2.1:
+  // the one draft it was trained for), n-gram and custom drafters 3.
+  if (config.speculative.num_speculative_tokens == 0) {
+    switch (config.speculative.method) {
+      case SpeculativeConfig::Method::kDspark:
+        config.speculative.num_speculative_tokens =
+            std::clamp(model->max_model_drafts(), 1, kMaxSpeculativeTokens);
+        break;
+      case SpeculativeConfig::Method::kMtp:
+        config.speculative.num_speculative_tokens = 1;
+        break;
+      default:
+        config.speculative.num_speculative_tokens = 3;
+        break;
+    }
   }
   if (config.max_num_seqs < 1 || config.max_num_batched_tokens < 1 ||
       config.max_waiting_requests < 0 || config.kv_memory_bytes < 1) {

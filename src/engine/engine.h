@@ -39,14 +39,15 @@ struct SpeculativeConfig {
   enum class Method {
     kNone,
     kNgram,   // n-gram prompt lookup (NgramDrafter)
-    kMtp,     // the model's MTP block (DeepSeek-V4), one draft per step (spec §2)
+    kMtp,     // the model's MTP block (DeepSeek-V4), chained on its own output (spec §2)
     kCustom,  // `drafter` below (tests: ScriptedDrafter)
     kDspark,  // the model's DSpark block (DeepSeek-V4.1): a block of drafts per step (spec §3)
   };
   Method method = Method::kNone;
-  // Drafts verified per step (k_max), 1..kMaxSpeculativeTokens; with kDspark, 0 = the model's
-  // DSpark block size (5 in the release), capped at kMaxSpeculativeTokens.
-  int num_speculative_tokens = 3;
+  // Drafts verified per step (k_max), 1..kMaxSpeculativeTokens; 0 = the method's default,
+  // resolved by Engine::Create: 1 for kMtp (MTP-1, spec §2.1), the model's DSpark block for
+  // kDspark (5 in the release, capped at kMaxSpeculativeTokens), 3 for kNgram / kCustom.
+  int num_speculative_tokens = 0;
   // N-gram sizes tried, longest first (vLLM's prompt_lookup_min / prompt_lookup_max).
   int prompt_lookup_min = 2;
   int prompt_lookup_max = 5;

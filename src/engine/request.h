@@ -4,6 +4,7 @@
 #ifndef DEEPINFER_ENGINE_REQUEST_H_
 #define DEEPINFER_ENGINE_REQUEST_H_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -60,6 +61,9 @@ struct TokenLogprob {
   bool operator==(const TokenLogprob&) const = default;
 };
 
+// Draft positions StepOutput counts accepted drafts for (>= kMaxSpeculativeTokens, engine.h).
+inline constexpr int kStepOutputDraftPositions = 5;
+
 // One message on a request's stream: new tokens of one sample (usually one token per step),
 // and/or its end. The last message of each sample has `finish` set; after every sample's last
 // message the stream is closed.
@@ -101,6 +105,10 @@ struct StepOutput {
   int forward_passes = 0;
   // Drafts proposed but not verified because the variable-length planner trimmed them.
   int trimmed_drafts = 0;
+  // Steps that verified drafts for this sample, and its accepted drafts by position in the draft
+  // (0 = first): mean accepted length = 1 + accepted / verify_steps.
+  int verify_steps = 0;
+  std::array<int, kStepOutputDraftPositions> accepted_per_position{};
 };
 
 // Output queue of one request. The engine pushes; consumers pop with or without a timeout.

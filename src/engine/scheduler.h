@@ -95,6 +95,9 @@ struct Sequence {
   int forward_passes = 0;
   // Drafts the variable-length planner did not verify (speculative/varlen_controller.h).
   int trimmed_drafts = 0;
+  // Verify steps (steps that verified >= 1 draft) and accepted drafts by draft position.
+  int verify_steps = 0;
+  std::array<int, kStepOutputDraftPositions> accepted_per_position{};
   std::vector<int32_t> blocks;  // block table
   int32_t state_slot = -1;
   bool registered_with_runner = false;

@@ -293,7 +293,7 @@ class SpecExactModelTest : public ::testing::Test {
 // engine counters equal the per-request sums; per-position counts sum to the accepted total
 // and never increase. Returns the stop truncations seen.
 int CheckMetrics(const SpecRun& r, int k, const std::string& what) {
-  int64_t drafted = 0, accepted = 0, output = 0;
+  int64_t drafted = 0, accepted = 0, output = 0, verify_steps = 0;
   int truncations = 0;
   for (size_t q = 0; q < r.messages.size(); ++q) {
     const std::vector<StepOutput>& msgs = r.messages[q];
@@ -332,7 +332,20 @@ int CheckMetrics(const SpecRun& r, int k, const std::string& what) {
     drafted += last.drafted_tokens;
     accepted += last.accepted_tokens;
     output += last.output_tokens;
+    verify_steps += last.verify_steps;
+    // The request's accepted drafts by position sum to its accepted count and never increase.
+    int request_per_position = 0;
+    for (int j = 0; j < kStepOutputDraftPositions; ++j) {
+      request_per_position += last.accepted_per_position[j];
+      if (j > 0) {
+        EXPECT_LE(last.accepted_per_position[j], last.accepted_per_position[j - 1]) << what;
+      }
+      EXPECT_EQ(last.accepted_per_position[j] > 0 && j >= k, false) << what;
+    }
+    EXPECT_EQ(request_per_position, last.accepted_tokens) << what;
+    EXPECT_LE(last.drafted_tokens, k * last.verify_steps) << what;
   }
+  EXPECT_EQ(r.stats.spec_verify_steps, verify_steps) << what;
   EXPECT_EQ(r.stats.spec_draft_tokens, drafted) << what;
   EXPECT_EQ(r.stats.spec_accepted_tokens, accepted) << what;
   EXPECT_EQ(r.stats.total_output_tokens, output) << what;

@@ -133,6 +133,22 @@ TEST(SpecMtpChainTest, MoreThanFiveMtpDraftsIsAStartUpError) {
   EXPECT_NE(engine.status().message().find("5"), std::string::npos) << engine.status().message();
 }
 
+// The engine API's default MTP length is 1 (MTP-1, spec §2.1), as the CLI's: every verify step
+// verifies exactly one draft, and the output equals speculation off.
+TEST(SpecMtpChainTest, DefaultLengthIsOneDraftPerStep) {
+  if (!fs::exists(kTiny / "config.json")) GTEST_SKIP() << "no dsv4-tiny-a";
+  const auto prompts = Prompts({9, 30}, 5);
+  const std::vector<SamplingParams> params(prompts.size(), Greedy(24));
+  const SpecRun off = RunEngine(prompts, params, {}, SpeculativeConfig{}, false);
+  SpeculativeConfig spec;
+  spec.method = SpeculativeConfig::Method::kMtp;
+  ASSERT_EQ(spec.num_speculative_tokens, 0);  // the method's default
+  const SpecRun on = RunEngine(prompts, params, {}, spec, false);
+  EXPECT_EQ(on.tokens, off.tokens);
+  EXPECT_GT(on.stats.spec_verify_steps, 0);
+  EXPECT_EQ(on.stats.spec_draft_tokens, on.stats.spec_verify_steps);
+}
+
 // Frontier rollback costs no recompute step: with scripted drafts whose draft c + 1 is always
 // wrong, each verify commits exactly c + 1 tokens (c accepted + the target's own), so after the
 // prefill every forward is a verify that commits c + 1 tokens. (The slot-restore path needed a

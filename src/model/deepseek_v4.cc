@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "common/step_trace.h"
 #include "common/thread_pool.h"
@@ -1015,8 +1016,14 @@ absl::StatusOr<std::unique_ptr<CausalLM>> LoadDeepseekV4(const std::string& dir,
   ASSIGN_OR_RETURN(dsv4::Config config, dsv4::Config::Parse(config_text, dir + "/config.json"));
   CheckpointOptions copts;
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::Open(dir, copts));
+  const int64_t mtp_layers = config.num_mtp_layers;
   ASSIGN_OR_RETURN(std::unique_ptr<dsv4::DeepseekV4Model> m,
                    dsv4::DeepseekV4Model::Create(std::move(config), std::move(ckpt), options));
+  if (mtp_layers > 1) {
+    LOG(INFO) << "DeepSeek-V4: " << mtp_layers
+              << " MTP modules; speculative drafting chains mtp.0 on its own output (the "
+                 "others are loaded and not used)";
+  }
   return std::unique_ptr<CausalLM>(std::move(m));
 }
 

@@ -201,7 +201,6 @@ absl::StatusOr<Config> Config::Parse(std::string_view json_text, std::string_vie
     if (absl::Status s = positive(name, v); !s.ok()) return s;
   }
   if (c.n_shared_experts != 1) return r.Bad("n_shared_experts must be 1");
-  if (c.num_mtp_layers > 1) return r.Bad("num_nextn_predict_layers > 1 is not supported");
   if (c.rope_dim % 2 != 0 || c.rope_dim >= c.head_dim) {
     return r.Bad("qk_rope_head_dim must be even and smaller than head_dim");
   }

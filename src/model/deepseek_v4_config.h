@@ -16,7 +16,9 @@ struct Config {
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;     // D
   int64_t num_layers = 0;      // main layers (num_hidden_layers)
-  int64_t num_mtp_layers = 0;  // num_nextn_predict_layers (0 or 1 supported)
+  // num_nextn_predict_layers: MTP modules in the checkpoint. All are loaded; drafting chains
+  // mtp.0 on its own output (spec speculative.md §2.1: V4-Flash ships one module).
+  int64_t num_mtp_layers = 0;
   int64_t num_heads = 0;       // H
   int64_t head_dim = 0;        // d (q, k, v, o per head)
   int64_t rope_dim = 0;        // qk_rope_head_dim: RoPE on the last rope_dim dims

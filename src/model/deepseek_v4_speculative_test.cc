@@ -47,13 +47,19 @@ std::string TempDir(const std::string& name) {
   return d;
 }
 
-std::unique_ptr<DeepseekV4Model> MakeModel(const std::string& preset, uint64_t seed) {
+std::unique_ptr<DeepseekV4Model> MakeModel(const std::string& preset, uint64_t seed,
+                                            int64_t mtp_layers = 0) {
   EnvConfig env = Env();
   env.batch_invariant = true;
   SetEnvConfigForTesting(env);
   auto c = TestModelPreset(preset);
   CHECK(c.ok()) << c.status();
-  const std::string dir = TempDir(preset);
+  if (mtp_layers > 0) {
+    // One compress ratio per block: the added MTP modules are SWA-only, as mtp.0.
+    c->compress_ratios.resize(c->num_layers + mtp_layers, 0);
+    c->num_mtp_layers = mtp_layers;
+  }
+  const std::string dir = TempDir(preset + (mtp_layers > 0 ? "-mtp" + std::to_string(mtp_layers) : ""));
   CHECK(WriteTestModel(*c, seed, dir).ok());
   auto m = LoadModel(dir, LoadOptions{});
   CHECK(m.ok()) << m.status();
@@ -431,6 +437,37 @@ TEST(DsV4SpeculativeState, E9MtpChainEqualsFromScratchRecompute) {
                    ->ProposeDrafts(f, std::span<const float>(streams).first(per), next_of(f, 1), 0,
                                    spec.kv, kMaxDrafts + 1, &got)
                    .ok());
+}
+
+// A checkpoint with more than one MTP module (num_nextn_predict_layers = 2) loads; drafting
+// chains mtp.0 (spec §2.1), so with the same weights (a function of seed and tensor name) its
+// main logits, MTP chain and confidences equal the one-module checkpoint's bitwise.
+TEST(DsV4SpeculativeState, TwoMtpModulesLoadAndDraftWithTheFirst) {
+  auto one = MakeModel("tiny", 41);
+  auto two = MakeModel("tiny", 41, 2);
+  ASSERT_EQ(one->config().num_mtp_layers, 1);
+  ASSERT_EQ(two->config().num_mtp_layers, 2);
+  const Config& c = one->config();
+  const int64_t V = c.vocab_size, per = c.hc_mult * c.hidden_size;
+  const std::vector<int32_t> tok = RandomTokens(48, V, 42);
+  const int64_t prompt_len = 40;
+  auto run = [&](DeepseekV4Model* m, std::vector<float>* logits, DraftProposal* p) {
+    Arena a(m->kv_layout(), 64);
+    std::vector<float> streams;
+    Forward(m, a, 0, std::span<const int32_t>(tok).first(prompt_len), logits, &streams);
+    ASSERT_OK(m->ProposeDrafts(0, streams, std::span<const int32_t>(tok).subspan(1, prompt_len),
+                               0, a.kv, 4, p));
+    ASSERT_EQ(static_cast<int64_t>(streams.size()), prompt_len * per);
+  };
+  std::vector<float> l1, l2;
+  DraftProposal p1, p2;
+  run(one.get(), &l1, &p1);
+  run(two.get(), &l2, &p2);
+  ASSERT_EQ(l1.size(), static_cast<size_t>(prompt_len * V));
+  EXPECT_EQ(l1, l2);
+  ASSERT_FALSE(p1.tokens.empty());
+  EXPECT_EQ(p1.tokens, p2.tokens);
+  EXPECT_EQ(p1.confidence, p2.confidence);
 }
 
 }  // namespace

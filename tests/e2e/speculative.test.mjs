@@ -46,7 +46,7 @@ describe('speculative decoding (n-gram) on stories260K', { skip }, () => {
       assert.equal(r.usage.completion, golden.max_new_tokens);
       assert.deepEqual(await completeStream(clientOf(s), req), r);
       assert.ok((await metric(s.url, 'deepinfer_spec_decode_num_accepted_tokens_total')) > 0);
-      assert.ok((await metric(s.url, 'vllm:spec_decode_num_draft_tokens')) > 0);
+      assert.ok((await metric(s.url, 'vllm:spec_decode_num_draft_tokens_total')) > 0);
     }
     assert.equal(await metric(off.url, 'deepinfer_spec_decode_num_draft_tokens_total'), 0);
   });

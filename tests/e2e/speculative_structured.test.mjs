@@ -95,7 +95,8 @@ describe('structured output with speculation on the demo preset', { skip }, () =
     const base = ['--served-model-name', MODEL, '--max-num-seqs', '100', '--no-jump-forward'];
     servers.off = await startServer(dir, base);
     servers.ngram = await startServer(dir, [...base, '--speculative-method', 'ngram',
-                                            '--num-speculative-tokens', '3', '--prompt-lookup-min', '1']);
+                                            '--num-speculative-tokens', '3', '--prompt-lookup-min', '1',
+                                            '--prompt-lookup-max', '5']);
     servers.mtp = await startServer(dir, [...base, '--speculative-method', 'mtp']);
   });
   after(async () => {
@@ -133,7 +134,8 @@ describe('structured output with speculation and jump-forward on the demo preset
     const base = ['--served-model-name', MODEL, '--max-num-seqs', '100'];
     servers.off = await startServer(dir, base);
     servers.ngram = await startServer(dir, [...base, '--speculative-method', 'ngram',
-                                            '--num-speculative-tokens', '3', '--prompt-lookup-min', '1']);
+                                            '--num-speculative-tokens', '3', '--prompt-lookup-min', '1',
+                                            '--prompt-lookup-max', '5']);
     want = await runAll(servers.off, JF);
     got = await runAll(servers.ngram, JF);
   });
