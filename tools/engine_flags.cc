@@ -103,6 +103,15 @@ void AddDecodingFlags(FlagSet& flags) {
                   "{\"verify\": [{\"tokens\": M, \"ms\": t}, ...]}, or timed at start-up)");
   flags.AddString("speculative-varlen-min-concurrency", "0",
                   "verify the full block in steps with fewer speculating requests than this");
+  flags.AddString("speculative-draft-sampling", "greedy",
+                  "greedy|sampled: how DSpark drafts (spec speculative.md 5.9): greedy drafts "
+                  "keep seeded outputs identical to speculation off (sample-and-compare); "
+                  "sampled draws them at the request's temperature and verifies by rejection "
+                  "sampling (same output law, higher acceptance, other seeded outputs)");
+  flags.AddString("speculative-varlen-gate", "measured",
+                  "measured|off: with --speculative-varlen, plan variable lengths only at the "
+                  "concurrency levels where they measured faster (committed tokens per ms) than "
+                  "verifying full blocks (spec speculative.md 5.8); off: plan every step");
 }
 
 absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* config) {
@@ -207,6 +216,22 @@ absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* conf
       !s.ok()) {
     return s;
   }
+  const std::string sampling = flags.GetString("speculative-draft-sampling");
+  if (sampling != "greedy" && sampling != "sampled") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculative-draft-sampling: '", sampling, "' is not one of greedy, sampled"));
+  }
+  spec.sampled_drafts = sampling == "sampled";
+  if (spec.sampled_drafts && spec.method != Method::kDspark && spec.method != Method::kMtp) {
+    return absl::InvalidArgumentError(
+        "--speculative-draft-sampling sampled needs --speculative-method dspark");
+  }
+  const std::string gate = flags.GetString("speculative-varlen-gate");
+  if (gate != "measured" && gate != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--speculative-varlen-gate: '", gate, "' is not one of measured, off"));
+  }
+  spec.varlen_benefit_gate = gate == "measured";
   const std::string table = flags.GetString("speculative-cost-table");
   if (spec.varlen != engine::VarlenMode::kOff) {
     if (table == "profile" || table.empty()) {

@@ -171,6 +171,20 @@ TEST(DecodingFlagsTest, DsparkDefaultsToTheModelsBlock) {
   ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "dspark",
                                          "--num-speculative-tokens", "3"}));
   EXPECT_EQ(c.speculative.num_speculative_tokens, 3);
+  EXPECT_FALSE(c.speculative.sampled_drafts);
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "dspark",
+                                         "--speculative-draft-sampling", "sampled"}));
+  EXPECT_TRUE(c.speculative.sampled_drafts);
+  EXPECT_THAT(ApplyDecoding({"--speculative-method", "ngram", "--speculative-draft-sampling",
+                             "sampled"})
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--speculative-draft-sampling")));
+  EXPECT_THAT(ApplyDecoding({"--speculative-method", "dspark", "--speculative-draft-sampling",
+                             "random"})
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--speculative-draft-sampling")));
 }
 
 // --speculative-method scripted loads --speculative-script into a custom drafter; the two flags
@@ -212,6 +226,14 @@ TEST(DecodingFlagsTest, VarlenFlags) {
   EXPECT_EQ(c.speculative.varlen, engine::VarlenMode::kAsyncBudget);
   EXPECT_TRUE(c.speculative.profile_cost_table);
   EXPECT_EQ(c.speculative.varlen_min_concurrency, 16);
+  EXPECT_TRUE(c.speculative.varlen_benefit_gate);  // measured by default
+  ASSERT_OK_AND_ASSIGN(c, ApplyDecoding({"--speculative-method", "ngram", "--speculative-varlen",
+                                         "async", "--speculative-varlen-gate", "off"}));
+  EXPECT_FALSE(c.speculative.varlen_benefit_gate);
+  EXPECT_THAT(ApplyDecoding({"--speculative-method", "ngram", "--speculative-varlen", "async",
+                             "--speculative-varlen-gate", "maybe"})
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--speculative-varlen-gate")));
   const std::string path = ::testing::TempDir() + "/engine_flags_cost.json";
   {
     std::ofstream f(path);

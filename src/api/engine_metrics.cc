@@ -115,6 +115,9 @@ EngineMetrics::EngineMetrics(http::MetricsRegistry* r, const std::string& model_
   varlen_candidates_ =
       r->GetCounter("deepinfer_spec_decode_varlen_candidate_tokens_total",
                     "Draft tokens the planned steps could have verified (sum of the caps).");
+  varlen_benefit_gated_ = r->GetCounter(
+      "deepinfer_spec_decode_varlen_benefit_gated_steps_total",
+      "Steps the measured-benefit gate verified with full blocks (they measured faster).");
   varlen_gated_ = r->GetCounter(
       "deepinfer_spec_decode_varlen_gated_steps_total",
       "Steps below --speculative-varlen-min-concurrency (full blocks verified).");
@@ -195,6 +198,7 @@ void EngineMetrics::Update(const engine::EngineStats& st) {
   verify_budget_last_->Set(static_cast<double>(st.spec_verify_budget_last));
   varlen_candidates_->SetTotal(static_cast<double>(st.spec_varlen_candidates_total));
   varlen_gated_->SetTotal(static_cast<double>(st.spec_varlen_gated_steps));
+  varlen_benefit_gated_->SetTotal(static_cast<double>(st.spec_varlen_benefit_gated_steps));
   planner_no_table_->SetTotal(static_cast<double>(st.spec_planner_no_table));
   planner_no_stale_row_->SetTotal(static_cast<double>(st.spec_planner_no_stale_row));
   for (size_t j = 0; j < spec_accepted_per_pos_.size(); ++j) {

@@ -26,7 +26,7 @@
 //   _num_accepted_tokens_per_pos carry the same values under vLLM's names);
 //   variable-length verification: deepinfer_spec_decode_varlen_steps_total (steps the planner
 //   split), _verify_budget_tokens_total (Σ B*) and the gauge _verify_budget_tokens (the last B*),
-//   _varlen_candidate_tokens_total (Σ drafts it could have verified), _varlen_gated_steps_total
+//   _varlen_candidate_tokens_total (Σ drafts it could have verified), _varlen_gated_steps_total, _varlen_benefit_gated_steps_total
 //   (below the min-concurrency gate), _planner_fallbacks_total{reason="no_table"|"no_stale_row"};
 //   and vLLM's names for dashboards and gateways written against vLLM (label model_name):
 //   vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total (counters in tokens),
@@ -110,6 +110,7 @@ class EngineMetrics {
   http::Gauge* verify_budget_last_;
   http::Counter* varlen_candidates_;
   http::Counter* varlen_gated_;
+  http::Counter* varlen_benefit_gated_;
   http::Counter* planner_no_table_;
   http::Counter* planner_no_stale_row_;
   http::Gauge* vllm_running_;

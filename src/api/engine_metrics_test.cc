@@ -184,6 +184,7 @@ TEST(EngineMetricsTest, VarlenPlannerCountersRender) {
   st.spec_verify_budget_last = 3;
   st.spec_varlen_candidates_total = 200;
   st.spec_varlen_gated_steps = 7;
+  st.spec_varlen_benefit_gated_steps = 5;
   st.spec_planner_no_table = 2;
   st.spec_planner_no_stale_row = 9;
   m.Update(st);
@@ -196,6 +197,7 @@ TEST(EngineMetricsTest, VarlenPlannerCountersRender) {
            "deepinfer_spec_decode_verify_budget_tokens 3\n",
            "deepinfer_spec_decode_varlen_candidate_tokens_total 200\n",
            "deepinfer_spec_decode_varlen_gated_steps_total 7\n",
+           "deepinfer_spec_decode_varlen_benefit_gated_steps_total 5\n",
            "deepinfer_spec_decode_planner_fallbacks_total{reason=\"no_table\"} 2\n",
            "deepinfer_spec_decode_planner_fallbacks_total{reason=\"no_stale_row\"} 9\n",
        }) {

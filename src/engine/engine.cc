@@ -451,6 +451,9 @@ void Engine::Impl::PostProcess(const StepResult& result) {
       continue;
     }
     ++seq->forward_passes;
+    if (varlen_ != nullptr && seq->info->max_draft_tokens > 0 && !r.tokens.empty()) {
+      varlen_->OnCommitted(static_cast<int>(r.tokens.size()));
+    }
     if (r.num_drafted > 0) {
       scheduler_.OnVerified(seq, r.admission, r.end_pos);
       seq->drafted_tokens += r.num_drafted;
@@ -573,6 +576,7 @@ void Engine::Impl::MakeVarlenController() {
   VarlenController::Options o;
   o.mode = spec.varlen;
   o.min_concurrency = spec.varlen_min_concurrency;
+  o.benefit_gate = spec.varlen_benefit_gate;
   o.table = spec.cost_table;
   o.k_max = spec.num_speculative_tokens;
   o.observer = spec.varlen_observer;
@@ -737,6 +741,7 @@ void Engine::Impl::UpdateStats() {
     s.spec_verify_budget_last = varlen_->last_budget();
     s.spec_varlen_candidates_total = varlen_->candidates_total();
     s.spec_varlen_gated_steps = varlen_->gated_steps();
+    s.spec_varlen_benefit_gated_steps = varlen_->benefit_gated_steps();
     s.spec_planner_no_table = varlen_->no_table_fallbacks();
     s.spec_planner_no_stale_row = varlen_->neutral_rows();
   }

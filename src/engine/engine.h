@@ -70,6 +70,10 @@ struct SpeculativeConfig {
   bool profile_cost_table = false;
   // Fewer speculating sequences in a step than this: verify the full block (spec §5.8).
   int varlen_min_concurrency = 0;
+  // Plan variable lengths only where they measured faster than full blocks (committed tokens
+  // per ms per concurrency bucket; VarlenController "benefit gate", spec §5.8). The CLI turns
+  // it on (--speculative-varlen-gate measured); off here so planner tests see every step planned.
+  bool varlen_benefit_gate = false;
   // Tests: called on the engine thread with every planned step (E12).
   std::function<void(const VarlenStepTrace&)> varlen_observer;
 };
@@ -149,6 +153,8 @@ struct EngineStats {
   int64_t spec_verify_budget_last = 0;
   int64_t spec_varlen_candidates_total = 0;
   int64_t spec_varlen_gated_steps = 0;
+  // Steps the benefit gate verified with full blocks (full blocks measured faster).
+  int64_t spec_varlen_benefit_gated_steps = 0;
   int64_t spec_planner_no_table = 0;
   int64_t spec_planner_no_stale_row = 0;
   // Prefix cache (tokens): prompt tokens looked up, tokens served from the cache, tokens

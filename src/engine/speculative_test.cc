@@ -502,56 +502,80 @@ TEST(SpecModelTest, Dsv4TinyMtpGreedyEqualsSpeculationOff) {
   }
 }
 
-// The MTP logits the serving path computes (CausalLM::ForwardWithStreams over the prompt, then
-// CausalLM::MtpLastLogits with next tokens prompt[1:] + [mtp_next]) against the golden
-// mtp_logits_last, within the README's tier-A tolerance (max |delta| <= 1.09, same argmax).
+// MTP numerics through the serving interface (ForwardWithStreams + MtpLastLogits) against the
+// golden `mtp_logits_last` (prompts 40 and 300) with the README's end-to-end thresholds, in both
+// numeric tiers: A (BF16 casts) against the official goldens, mean abs Δ <= 0.136 and each
+// position's max abs Δ <= 1.09 (the 90th-percentile bound; one position per prompt), and
+// B (FP32 activations) against `mtp_logits_last_fp32`, mean abs Δ <= 0.018 and max <= 0.205;
+// the argmax agrees wherever the golden's top-2 gap exceeds twice the observed error (README
+// item 5).
 TEST(SpecModelTest, Dsv4TinyMtpLogitsThroughTheServingInterfaceMatchGolden) {
   const fs::path golden = kShared / "golden/dsv4-tiny-a";
   if (!fs::exists(golden / "prompt_040.json")) GTEST_SKIP() << "no goldens";
-  std::unique_ptr<model::CausalLM> m = LoadSharedModel("dsv4-tiny-a");
-  const model::KvLayout& layout = m->kv_layout();
-  for (const char* name : {"prompt_040.json", "prompt_300.json"}) {
-    std::ifstream in(golden / name);
-    const nlohmann::json g = nlohmann::json::parse(in);
-    const std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
-    const std::vector<float> want = g["mtp_logits_last"].get<std::vector<float>>();
-    const int64_t blocks = (static_cast<int64_t>(prompt.size()) + 127) / 128;
-    std::vector<uint8_t*> arenas;
-    auto arena = [&](int64_t bytes) {
-      uint8_t* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-      std::memset(p, 0, bytes);
-      arenas.push_back(p);
-      return p;
-    };
-    model::KvCacheView kv{arena(blocks * layout.BlockBytes()), blocks,
-                          arena(layout.StateBytes()), 1};
-    std::vector<int32_t> table(blocks);
-    for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>(b);
-    model::ForwardBatch batch;
-    model::SequenceChunk chunk;
-    chunk.tokens = prompt;
-    chunk.block_table = table;
-    chunk.state_slot = 0;
-    batch.chunks.push_back(chunk);
-    model::ForwardOutput out;
-    std::vector<float> streams;
-    ASSERT_OK(m->ForwardWithStreams(batch, kv, &out, &streams));
-    ASSERT_EQ(static_cast<int64_t>(streams.size()),
-              static_cast<int64_t>(prompt.size()) * m->mtp_stream_floats());
-    std::vector<int32_t> next(prompt.begin() + 1, prompt.end());
-    next.push_back(g["mtp_next"].get<int32_t>());
-    std::vector<float> got;
-    ASSERT_OK(m->MtpLastLogits(0, streams, next, 0, kv, &got));
-    ASSERT_EQ(got.size(), want.size());
-    double max_abs = 0;
-    for (size_t v = 0; v < got.size(); ++v) {
-      max_abs = std::max(max_abs, std::abs(double(got[v]) - want[v]));
+  for (const bool fp32 : {false, true}) {
+    model::LoadOptions lo;
+    lo.fp32_activations = fp32;
+    lo.show_progress = false;
+    auto loaded = model::LoadModel((kShared / "models/dsv4-tiny-a").string(), lo);
+    ASSERT_OK(loaded.status());
+    std::unique_ptr<model::CausalLM> m = *std::move(loaded);
+    const model::KvLayout& layout = m->kv_layout();
+    double sum_abs = 0;
+    int64_t n = 0;
+    for (const char* name : {"prompt_040.json", "prompt_300.json"}) {
+      SCOPED_TRACE(std::string(name) + (fp32 ? " tier B" : " tier A"));
+      std::ifstream in(golden / name);
+      const nlohmann::json g = nlohmann::json::parse(in);
+      const std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
+      const std::vector<float> want =
+          g[fp32 ? "mtp_logits_last_fp32" : "mtp_logits_last"].get<std::vector<float>>();
+      const int64_t blocks = (static_cast<int64_t>(prompt.size()) + 127) / 128;
+      std::vector<uint8_t*> arenas;
+      auto arena = [&](int64_t bytes) {
+        uint8_t* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+        std::memset(p, 0, bytes);
+        arenas.push_back(p);
+        return p;
+      };
+      model::KvCacheView kv{arena(blocks * layout.BlockBytes()), blocks,
+                            arena(layout.StateBytes()), 1};
+      std::vector<int32_t> table(blocks);
+      for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>(b);
+      model::ForwardBatch batch;
+      model::SequenceChunk chunk;
+      chunk.tokens = prompt;
+      chunk.block_table = table;
+      chunk.state_slot = 0;
+      batch.chunks.push_back(chunk);
+      model::ForwardOutput out;
+      std::vector<float> streams;
+      ASSERT_OK(m->ForwardWithStreams(batch, kv, &out, &streams));
+      ASSERT_EQ(static_cast<int64_t>(streams.size()),
+                static_cast<int64_t>(prompt.size()) * m->mtp_stream_floats());
+      std::vector<int32_t> next(prompt.begin() + 1, prompt.end());
+      next.push_back(g["mtp_next"].get<int32_t>());
+      std::vector<float> got;
+      ASSERT_OK(m->MtpLastLogits(0, streams, next, 0, kv, &got));
+      ASSERT_EQ(got.size(), want.size());
+      double max_abs = 0;
+      for (size_t v = 0; v < got.size(); ++v) {
+        const double d = std::abs(double(got[v]) - want[v]);
+        max_abs = std::max(max_abs, d);
+        sum_abs += d;
+      }
+      n += static_cast<int64_t>(got.size());
+      EXPECT_LE(max_abs, fp32 ? 0.205 : 1.09);
+      std::vector<float> sorted = want;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      if (sorted[0] - sorted[1] > 2 * max_abs) {
+        EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(),
+                  std::max_element(want.begin(), want.end()) - want.begin());
+      }
+      std::printf("MTP %s tier %c: max abs %.4f\n", name, fp32 ? 'B' : 'A', max_abs);
+      for (uint8_t* p : arenas) std::free(p);
     }
-    EXPECT_LE(max_abs, 1.09) << name;
-    EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(),
-              std::max_element(want.begin(), want.end()) - want.begin())
-        << name;
-    for (uint8_t* p : arenas) std::free(p);
+    EXPECT_LE(sum_abs / static_cast<double>(n), fp32 ? 0.018 : 0.136) << (fp32 ? "B" : "A");
+    std::printf("MTP tier %c: mean abs %.4f\n", fp32 ? 'B' : 'A', sum_abs / n);
   }
 }
 

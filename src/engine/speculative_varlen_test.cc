@@ -379,5 +379,57 @@ TEST(VarlenControllerTest, DrafterConfidencesWinOverEstimatesAndRowsAreStaleByTw
   EXPECT_GT(c.EstimatedConfidence(2), 0.9);
 }
 
+// The measured-benefit gate (spec §5.8): a simulated workload where each policy's step time
+// and committed tokens are fixed; the gate measures both during warm-up, then plans variable
+// lengths only in the bucket where they deliver more committed tokens per ms, still re-trying the
+// losing policy every kBenefitExplorePeriod-th step; buckets are independent.
+TEST(VarlenControllerTest, BenefitGateFollowsTheMeasuredFasterPolicyPerConcurrency) {
+  int64_t now = 1'000'000;
+  VarlenController::Options o;
+  o.mode = VarlenMode::kAsyncBudget;
+  o.table = BusyTable();
+  o.k_max = 3;
+  o.benefit_gate = true;
+  o.clock = [&] { return now; };
+  std::vector<VarlenStepTrace> traces;
+  o.observer = [&](const VarlenStepTrace& t) { traces.push_back(t); };
+  VarlenController c(o);
+  // Two speculating sequences (bucket 2): variable length commits 5 tokens in 4 ms (1.25/ms),
+  // full blocks 6 tokens in 6 ms (1/ms): variable length wins. Sixteen (bucket 5): variable
+  // length 20 tokens in 10 ms (2/ms), full blocks 30 in 10 ms (3/ms): full blocks win.
+  auto run = [&](int n, int steps, int64_t start) {
+    std::vector<VarlenController::Input> in(n);
+    for (int r = 0; r < n; ++r) in[r] = {static_cast<uint64_t>(r), 1, 3, {}};
+    int varlen_steps = 0;
+    for (int s = 0; s < steps; ++s) {
+      c.Plan(start + s, in, 0, 0, n);
+      const bool full = traces.back().benefit_gated;
+      varlen_steps += full ? 0 : 1;
+      const bool small = n == 2;
+      c.OnCommitted(small ? (full ? 6 : 5) : (full ? 30 : 20));
+      now += static_cast<int64_t>(1e6) * (small ? (full ? 6 : 4) : 10);
+    }
+    return varlen_steps;
+  };
+  const int b2 = VarlenController::BenefitBucket(2), b16 = VarlenController::BenefitBucket(16);
+  ASSERT_NE(b2, b16);
+  // Warm-up alternates: after 2 * kBenefitWarmupSteps steps each policy has been measured
+  // kBenefitWarmupSteps times (the last one is closed by the next Plan).
+  EXPECT_EQ(run(2, 2 * kBenefitWarmupSteps, 0), kBenefitWarmupSteps);
+  const int v2 = run(2, 64, 100);
+  EXPECT_NEAR(c.MeasuredRate(b2, true), 1.25, 1e-9);
+  EXPECT_NEAR(c.MeasuredRate(b2, false), 1.0, 1e-9);
+  EXPECT_EQ(v2, 64 - 64 / kBenefitExplorePeriod);  // only the exploration steps verify full
+  traces.clear();
+  EXPECT_EQ(run(16, 2 * kBenefitWarmupSteps, 1000), kBenefitWarmupSteps);
+  const int v16 = run(16, 64, 2000);
+  EXPECT_NEAR(c.MeasuredRate(b16, true), 2.0, 1e-9);
+  EXPECT_NEAR(c.MeasuredRate(b16, false), 3.0, 1e-9);
+  EXPECT_EQ(v16, 64 / kBenefitExplorePeriod);  // only the exploration steps plan
+  EXPECT_GT(c.benefit_gated_steps(), 0);
+  // Bucket 2's decision is untouched by bucket 5's measurements.
+  EXPECT_GT(c.MeasuredRate(b2, true), c.MeasuredRate(b2, false));
+}
+
 }  // namespace
 }  // namespace deepinfer::engine

@@ -27,6 +27,11 @@ describe('speculative decoding (n-gram) on stories260K', { skip }, () => {
                                             '--num-speculative-tokens', String(k),
                                             '--prompt-lookup-min', '1', '--prompt-lookup-max', '4']));
     }
+    // Confidence-scheduled variable-length verification (profiled cost table, measured-benefit
+    // gate): every test below also runs against it.
+    spec.push(await startServer(STORIES, ['--served-model-name', MODEL, '--speculative-method', 'ngram',
+                                          '--num-speculative-tokens', '5', '--prompt-lookup-min', '1',
+                                          '--prompt-lookup-max', '4', '--speculative-varlen', 'async']));
   });
   after(async () => {
     for (const s of [off, ...spec]) {
@@ -49,6 +54,12 @@ describe('speculative decoding (n-gram) on stories260K', { skip }, () => {
       assert.ok((await metric(s.url, 'vllm:spec_decode_num_draft_tokens_total')) > 0);
     }
     assert.equal(await metric(off.url, 'deepinfer_spec_decode_num_draft_tokens_total'), 0);
+    // The variable-length server planned its steps (with variable lengths, or full blocks where
+    // the gate measured them faster).
+    const varlen = spec[spec.length - 1];
+    const planned = await metric(varlen.url, 'deepinfer_spec_decode_varlen_steps_total');
+    const gated = await metric(varlen.url, 'deepinfer_spec_decode_varlen_benefit_gated_steps_total');
+    assert.ok(planned + gated > 0, `planned ${planned} gated ${gated}`);
   });
 
   test('stop strings at many offsets and max_tokens 1..12: same text, finish and token count', async () => {

@@ -1,7 +1,10 @@
 #include "engine/speculative/varlen_controller.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
+
+#include "common/clock.h"
 
 namespace deepinfer::engine {
 
@@ -71,6 +74,48 @@ double VarlenController::EstimatedConfidence(int j) const {
   return (accepted_[j - 1] + 1.0) / (examined_[j - 1] + 1.0);
 }
 
+int VarlenController::BenefitBucket(int num_speculating) {
+  return std::min(kMaxBuckets - 1,
+                  static_cast<int>(std::bit_width(static_cast<unsigned>(std::max(num_speculating, 1)))));
+}
+
+double VarlenController::MeasuredRate(int bucket, bool varlen) const {
+  if (bucket < 0 || bucket >= kMaxBuckets) return 0;
+  return arms_[bucket][varlen ? 1 : 0].rate;
+}
+
+int VarlenController::MeasuredSteps(int bucket, bool varlen) const {
+  if (bucket < 0 || bucket >= kMaxBuckets) return 0;
+  return arms_[bucket][varlen ? 1 : 0].steps;
+}
+
+void VarlenController::CloseMeasurement(int64_t now_ns) {
+  if (last_bucket_ >= 0 && last_plan_ns_ >= 0 && now_ns > last_plan_ns_) {
+    Arm& a = arms_[last_bucket_][last_varlen_ ? 1 : 0];
+    const double rate =
+        static_cast<double>(committed_since_plan_) / (static_cast<double>(now_ns - last_plan_ns_) / 1e6);
+    a.rate = a.steps == 0 ? rate : a.rate + (rate - a.rate) / 8.0;
+    ++a.steps;
+  }
+  last_plan_ns_ = now_ns;
+  last_bucket_ = -1;
+  committed_since_plan_ = 0;
+}
+
+bool VarlenController::BenefitChoosesVarlen(int bucket) {
+  const Arm& full = arms_[bucket][0];
+  const Arm& var = arms_[bucket][1];
+  const int64_t n = bucket_steps_[bucket]++;
+  // Warm-up: measure both, alternating, the less measured first.
+  if (full.steps < kBenefitWarmupSteps || var.steps < kBenefitWarmupSteps) {
+    return var.steps <= full.steps;
+  }
+  const bool better = var.rate >= full.rate;
+  return n % kBenefitExplorePeriod == 0 ? !better : better;
+}
+
+void VarlenController::OnCommitted(int tokens) { committed_since_plan_ += std::max(tokens, 0); }
+
 void VarlenController::OnVerified(int verified, int accepted) {
   // Draft j was examined when it was verified and drafts 1..j-1 were accepted.
   for (int j = 1; j <= verified && j <= static_cast<int>(examined_.size()); ++j) {
@@ -124,13 +169,25 @@ std::vector<int> VarlenController::Plan(int64_t step, std::span<const Input> in,
     trace.seqs[r].cap = in[r].cap;
     trace.seqs[r].current = current[r].confidence;
   }
+  if (options_.benefit_gate) {
+    CloseMeasurement(options_.clock ? options_.clock() : MonotonicNanos());
+  }
   const bool gated =
       options_.mode == VarlenMode::kOff || static_cast<int>(in.size()) < options_.min_concurrency;
-  if (gated) {
+  bool benefit_gated = false;
+  if (!gated && options_.benefit_gate) {
+    const int bucket = BenefitBucket(static_cast<int>(in.size()));
+    last_bucket_ = bucket;
+    last_varlen_ = BenefitChoosesVarlen(bucket);
+    benefit_gated = !last_varlen_;
+  }
+  if (gated || benefit_gated) {
     for (size_t r = 0; r < in.size(); ++r) len[r] = in[r].cap;
-    trace.gated = options_.mode != VarlenMode::kOff;
+    trace.gated = gated && options_.mode != VarlenMode::kOff;
+    trace.benefit_gated = benefit_gated;
     trace.budget = cap_sum;
     if (trace.gated) ++gated_steps_;
+    if (benefit_gated) ++benefit_gated_steps_;
   } else if (options_.mode == VarlenMode::kSyncGreedyStop) {
     len = PlanSyncGreedyStop(current, options_.table.get(), bo);
     trace.no_table = options_.table == nullptr;
@@ -156,7 +213,7 @@ std::vector<int> VarlenController::Plan(int64_t step, std::span<const Input> in,
     // The split from the current confidences (spec §5.2 steps 8-10).
     len = AllocateVerifyLengths(current, plan.budget);
   }
-  if (!gated) {
+  if (!gated && !benefit_gated) {
     ++planned_steps_;
     budget_total_ += trace.budget;
     candidates_total_ += cap_sum;

@@ -13,6 +13,16 @@
 // Below `min_concurrency` speculating sequences the step verifies the full block (§5.8: the
 // step cost is flat there, trimming saves nothing and loses expected tokens).
 //
+// Benefit gate (`benefit_gate`, §5.8 "gate it by measured benefit"): the controller measures
+// what each policy delivers — tokens committed by speculating sequences (OnCommitted) per
+// millisecond of wall time from one planned step to the next, as an EMA (weight 1/8) per
+// concurrency bucket (speculating sequences 1, 2-3, 4-7, ...) — and plans with variable lengths
+// only where they measured at least as fast as verifying the full block. Both policies are
+// measured alternately until each has kBenefitWarmupSteps samples in a bucket; after that the
+// losing policy is still tried every kBenefitExplorePeriod-th step of the bucket, so a change
+// of load (or of acceptance) is noticed. Steps the gate sends to full blocks count in
+// benefit_gated_steps().
+//
 // Confidences: a drafter's own c_j (Sequence::draft_confidence: MTP's draft probability,
 // DSpark's confidence head) when it gives one per draft; otherwise (n-gram, scripted) an
 // estimate from the engine's running per-position acceptance statistics,
@@ -41,6 +51,10 @@ enum class VarlenMode { kOff, kSyncGreedyStop, kAsyncBudget };
 
 // Per-step decay of the acceptance statistics (time constant 64 planned steps).
 inline constexpr double kEstimateDecay = 1.0 - 1.0 / 64.0;
+// Benefit gate: measured steps per policy and bucket before it decides, and how often the
+// losing policy is re-measured afterwards.
+inline constexpr int kBenefitWarmupSteps = 4;
+inline constexpr int kBenefitExplorePeriod = 16;
 
 // "off" | "sync" (also "sync_greedy_stop") | "async" (also "async_budget"); nullopt-like false
 // return for anything else.
@@ -78,6 +92,7 @@ struct VarlenStepTrace {
   int64_t step = 0;
   VarlenMode mode = VarlenMode::kOff;
   bool gated = false;     // below min_concurrency: full blocks
+  bool benefit_gated = false;  // the benefit gate chose full blocks (measured faster)
   int budget = -1;        // B* (async), Σ ℓ (sync), Σ cap (off / gated)
   bool no_table = false;  // planned without a cost table (verify-all fallback)
   int neutral_rows = 0;   // sequences without a stale row
@@ -99,6 +114,10 @@ class VarlenController {
     int min_concurrency = 0;
     std::shared_ptr<const CostTable> table;  // null: verify-all (counted as a fallback)
     int k_max = 5;
+    // The measured-benefit gate (above); off: plan every step above min_concurrency.
+    bool benefit_gate = false;
+    // Wall clock in ns for the benefit gate (default: the monotonic clock; tests inject one).
+    std::function<int64_t()> clock;
     // Called once per planned step (tests).
     std::function<void(const VarlenStepTrace&)> observer;
   };
@@ -118,6 +137,9 @@ class VarlenController {
                         int other_samples, int running);
   // After a verify item: `verified` drafts of which the first `accepted` were accepted.
   void OnVerified(int verified, int accepted);
+  // After any decode item of a speculating sequence: the tokens it committed (the benefit
+  // gate's numerator).
+  void OnCommitted(int tokens);
   // A finished engine step of `target_tokens` tokens that kept the runner busy for `ns`: the
   // part of its time the table does not explain (the engine's fixed per-step cost) is tracked
   // as a running mean (EMA, weight 1/16, never below 0) and added to every T. Without it a
@@ -128,6 +150,13 @@ class VarlenController {
   // Counters (EngineStats).
   int64_t planned_steps() const { return planned_steps_; }
   int64_t gated_steps() const { return gated_steps_; }
+  int64_t benefit_gated_steps() const { return benefit_gated_steps_; }
+  // The benefit gate's measured committed tokens per ms in `bucket` (see above) for variable
+  // lengths (varlen true) or full blocks, and how many steps that average holds (0: none).
+  double MeasuredRate(int bucket, bool varlen) const;
+  int MeasuredSteps(int bucket, bool varlen) const;
+  // The concurrency bucket of `num_speculating` sequences: bit_width (1 -> 1, 2-3 -> 2, ...).
+  static int BenefitBucket(int num_speculating);
   int64_t budget_total() const { return budget_total_; }
   int64_t candidates_total() const { return candidates_total_; }
   int last_budget() const { return last_budget_; }
@@ -138,6 +167,16 @@ class VarlenController {
 
  private:
   std::vector<double> Current(const Input& in) const;
+  // Closes the measurement of the previous planned step (benefit gate) at `now_ns`.
+  void CloseMeasurement(int64_t now_ns);
+  // Whether this step plans variable lengths (true) or verifies full blocks, by measured rate.
+  bool BenefitChoosesVarlen(int bucket);
+
+  struct Arm {
+    double rate = 0;  // committed tokens per ms, EMA
+    int steps = 0;
+  };
+  static constexpr int kMaxBuckets = 24;
 
   Options options_;
   ConfidencePipeline pipeline_;
@@ -145,6 +184,13 @@ class VarlenController {
   std::vector<double> accepted_;  // [k_max]
   int64_t planned_steps_ = 0;
   int64_t gated_steps_ = 0;
+  int64_t benefit_gated_steps_ = 0;
+  Arm arms_[kMaxBuckets][2] = {};  // [bucket][varlen]
+  int64_t bucket_steps_[kMaxBuckets] = {};
+  int64_t last_plan_ns_ = -1;
+  int last_bucket_ = -1;  // -1: the previous step is not measured
+  bool last_varlen_ = false;
+  int64_t committed_since_plan_ = 0;
   int64_t budget_total_ = 0;
   int64_t candidates_total_ = 0;
   int last_budget_ = 0;
