@@ -30,6 +30,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/cli_flags.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -170,6 +171,8 @@ int GenerateWithEngine(const FlagSet& flags) {
   config.max_num_seqs = 1;
   config.kv_memory_bytes = int64_t{256} << 20;
   config.async_scheduling = !flags.GetBool("no-async-scheduling");
+  // Jump-forward and speculative decoding as in `serve` (the same flags and environment).
+  if (absl::Status s = ApplyDecodingFlags(flags, &config); !s.ok()) return FlagError(s);
   absl::StatusOr<std::unique_ptr<engine::LLM>> llm =
       engine::LLM::Create(std::move(*loaded), config, **tok);
   if (!llm.ok()) return Fail(llm.status());
@@ -236,6 +239,7 @@ int RunGenerate(int argc, char** argv) {
   flags.AddString("grammar", "",
                   "with --prompt: constrain the output to the EBNF grammar in this file (start "
                   "rule root)");
+  AddDecodingFlags(flags);  // with --prompt (the engine path)
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv)) return *exit_code;
   if (flags.IsSet("prompt") && flags.IsSet("prompt-ids")) {
     return FlagError("--prompt and --prompt-ids cannot be combined (give one)");
@@ -250,6 +254,16 @@ int RunGenerate(int argc, char** argv) {
       std::fprintf(stderr,
                    "deepinfer generate: --%s applies to --prompt (text); --prompt-ids decodes "
                    "greedily\n",
+                   so);
+      return 2;
+    }
+  }
+  for (const char* so : {"speculative-method", "num-speculative-tokens", "prompt-lookup-min",
+                         "prompt-lookup-max", "speculative-varlen", "speculative-draft-sampling"}) {
+    if (flags.IsSet(so) && flags.IsSet("prompt-ids")) {
+      std::fprintf(stderr,
+                   "deepinfer generate: --%s applies to --prompt (text, through the engine); "
+                   "--prompt-ids decodes straight on the model\n",
                    so);
       return 2;
     }

@@ -184,6 +184,38 @@ TEST(CmdGenerateTest, RepeatedFlagsAndSeedRangeAreFlagErrors) {
   }
 }
 
+// --prompt runs through the engine with serve's decoding flags: n-gram speculation (k = 1..5)
+// prints the text speculation off prints (greedy); with --prompt-ids (no engine) those flags are
+// a usage error naming the flag.
+TEST(CmdGenerateTest, SpeculativeFlagsWithPromptEqualSpeculationOff) {
+  if (!std::filesystem::exists(kModelDir + "/config.json"))
+    GTEST_SKIP() << kModelDir << " is absent";
+  const std::vector<std::string> base = {"--model", kModelDir, "--prompt",
+                                         "Once upon a time, there was a little girl. Once upon",
+                                         "--max-tokens", "40"};
+  const Result off = Capture(base);
+  ASSERT_EQ(off.rc, 0) << off.err;
+  for (const char* k : {"1", "3", "5"}) {
+    std::vector<std::string> args = base;
+    for (const char* a : {"--speculative-method", "ngram", "--prompt-lookup-min", "1",
+                          "--prompt-lookup-max", "4", "--num-speculative-tokens"}) {
+      args.push_back(a);
+    }
+    args.push_back(k);
+    const Result on = Capture(args);
+    EXPECT_EQ(on.rc, 0) << on.err;
+    EXPECT_EQ(on.out, off.out) << "k " << k;
+  }
+  const Result bad = Capture({"--model", kModelDir, "--prompt-ids", "1,2,3", "--speculative-method",
+                              "ngram"});
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_THAT(bad.err, ::testing::HasSubstr("--speculative-method"));
+  const Result wrong = Capture({"--model", kModelDir, "--prompt", "Once", "--speculative-method",
+                                "eagle"});
+  EXPECT_EQ(wrong.rc, 2);
+  EXPECT_THAT(wrong.err, ::testing::HasSubstr("--speculative-method"));
+}
+
 TEST(CmdGenerateTest, BadUsage) {
   EXPECT_EQ(RunCmd({"--prompt-ids", "1"}), 2);  // no --model
   // Issue 22 §4: sampling flags with --prompt-ids are rejected, not silently ignored.
