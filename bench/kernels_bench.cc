@@ -194,8 +194,11 @@ void RunLinear(benchmark::State& state, WeightDType dtype, bool quantize, bool r
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
   // Decode benches rotate through copies larger than the caches; prefill reuses one matrix
   // (it is compute-bound by design, and the copies would only cost memory).
-  const bool decode = M <= 4 && N * K >= (int64_t{1} << 22);
-  WeightSet ws = MakeWeights(dtype, N, K, decode ? kMinWeightFootprint : 0, repack, keep_nan_check);
+  // Batched decode (M <= 64) also reads its weights from memory each step; its limit is still
+  // the FMA peak beyond M = 4.
+  const bool rotate = M <= 64 && N * K >= (int64_t{1} << 22);
+  const bool decode = M <= 4 && rotate;
+  WeightSet ws = MakeWeights(dtype, N, K, rotate ? kMinWeightFootprint : 0, repack, keep_nan_check);
   std::vector<float> x(M * K), y(M * N);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
@@ -285,6 +288,10 @@ BENCHMARK(BM_LinearMxfp4)
     ->Args({4, 4096, 4096})
     ->UseManualTime();
 BENCHMARK(BM_LinearMxfp4Plain)->Args({1, 4096, 4096})->UseManualTime();
+// Batched decode: 16 rows against weights read from memory (the 1B Llama's FFN shape, and
+// V4's attention shape in FP8): compute-bound, reported against the FMA peak.
+BENCHMARK(BM_LinearBf16)->Args({16, 5632, 2048})->UseManualTime();
+BENCHMARK(BM_LinearFp8)->Args({16, 4096, 4096})->UseManualTime();
 // Cache-resident matrix-vector (256 KiB of FP8): the decode kernels' compute cost alone.
 BENCHMARK(BM_LinearBf16)
     ->Args({1, 128, 1024})

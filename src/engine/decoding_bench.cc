@@ -223,40 +223,46 @@ BENCHMARK(BM_NgramSpeculation)->Apply(OneSixteenSixtyFourRequests);
 
 // Variable-length verification (spec §5): n-gram k = 5 with fixed-length verification vs the
 // planner (async budget from stale confidences, split by current ones; cost table profiled at
-// start-up), and speculation off, at 1, 16 and 64 concurrent greedy requests. Ratios of the
-// same run; verified drafts per verify step show what the planner trimmed.
+// start-up; also with the measured-benefit gate, the CLI's default), and speculation off, at 1,
+// 16 and 64 concurrent greedy requests. Ratios of the same run; acceptance, mean accepted length
+// and verified drafts per verify step show what the planner trimmed.
 void BM_NgramVarlen(benchmark::State& state) {
   std::unique_ptr<Tokenizer> tok;
   std::vector<std::vector<int32_t>> prompts;
   if (!StoriesConcurrentSetUp(state, &tok, &prompts)) return;
   const SamplingParams p = GreedyParams(200);
   for (auto _ : state) {
-    // 0 = off, 1 = fixed k = 5, 2 = varlen async, 3 = varlen sync (Algorithm 1).
-    double tps[4] = {0, 0, 0, 0};
-    for (int mode = 0; mode < 4; ++mode) {
+    // 0 = off, 1 = fixed k = 5, 2 = varlen async, 3 = varlen sync (Algorithm 1),
+    // 4 = varlen async with the measured-benefit gate.
+    constexpr int kModes = 5;
+    double tps[kModes] = {};
+    for (int mode = 0; mode < kModes; ++mode) {
       EngineConfig cfg;
       cfg.max_num_seqs = 64;
       if (mode > 0) {
         SetNgram(cfg.speculative, 5);
         if (mode >= 2) {
           cfg.speculative.varlen =
-              mode == 2 ? VarlenMode::kAsyncBudget : VarlenMode::kSyncGreedyStop;
+              mode == 3 ? VarlenMode::kSyncGreedyStop : VarlenMode::kAsyncBudget;
           cfg.speculative.profile_cost_table = true;
+          cfg.speculative.varlen_benefit_gate = mode == 4;
         }
       }
       auto llm = MakeLLM(*tok, cfg);
       EngineStats st;
       tps[mode] = TimedGenerate(*llm, prompts, p, &st);
-      const char* name[] = {"off", "fixed", "async", "sync"};
+      const char* name[] = {"off", "fixed", "async", "sync", "gated"};
       if (mode > 0) {
+        state.counters[std::string("acceptance_") + name[mode]] = Acceptance(st);
         state.counters[std::string("verified_per_step_") + name[mode]] = VerifiedPerStep(st);
         state.counters[std::string("mean_accepted_len_") + name[mode]] = MeanAcceptedLen(st);
+        state.counters[std::string(name[mode]) + "_vs_off"] = tps[mode] / tps[0];
       }
     }
     state.counters["tokens_per_s_off"] = tps[0];
-    state.counters["fixed_vs_off"] = tps[1] / tps[0];
     state.counters["async_vs_fixed"] = tps[2] / tps[1];
     state.counters["sync_vs_fixed"] = tps[3] / tps[1];
+    state.counters["gated_vs_fixed"] = tps[4] / tps[1];
   }
 }
 BENCHMARK(BM_NgramVarlen)->Apply(OneSixteenSixtyFourRequests);
