@@ -258,8 +258,11 @@ int RunGenerate(int argc, char** argv) {
       return 2;
     }
   }
-  for (const char* so : {"speculative-method", "num-speculative-tokens", "prompt-lookup-min",
-                         "prompt-lookup-max", "speculative-varlen", "speculative-draft-sampling"}) {
+  for (const char* so :
+       {"speculative-method", "num-speculative-tokens", "prompt-lookup-min", "prompt-lookup-max",
+        "speculative-script", "speculative-draft-sampling", "speculative-varlen",
+        "speculative-cost-table", "speculative-varlen-min-concurrency", "speculative-varlen-gate",
+        "jump-forward"}) {
     if (flags.IsSet(so) && flags.IsSet("prompt-ids")) {
       std::fprintf(stderr,
                    "deepinfer generate: --%s applies to --prompt (text, through the engine); "

@@ -224,7 +224,8 @@ absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* conf
   spec.sampled_drafts = sampling == "sampled";
   if (spec.sampled_drafts && spec.method != Method::kDspark && spec.method != Method::kMtp) {
     return absl::InvalidArgumentError(
-        "--speculative-draft-sampling sampled needs --speculative-method dspark");
+        "--speculative-draft-sampling sampled needs --speculative-method dspark (or mtp on a "
+        "DSpark model)");
   }
   const std::string gate = flags.GetString("speculative-varlen-gate");
   if (gate != "measured" && gate != "off") {

@@ -34,17 +34,21 @@ void AddPrefixCacheFlags(FlagSet& flags);
 absl::Status ApplyPrefixCacheFlags(const FlagSet& flags, engine::EngineConfig* config);
 
 // Declares the decoding flags: --jump-forward (default on; --no-jump-forward turns it off),
-// --speculative-method none|ngram|mtp|dspark|scripted, --num-speculative-tokens N, --prompt-lookup-min N
-// and --prompt-lookup-max N (vLLM's names), --speculative-script FILE (the scripted testing
-// drafter, engine/speculative/script_drafter.h).
+// --speculative-method none|ngram|mtp|dspark|scripted, --num-speculative-tokens N,
+// --prompt-lookup-min N and --prompt-lookup-max N (vLLM's names and rule: 5 / 5 when neither is
+// given, one given sets both), --speculative-script FILE (the scripted testing drafter,
+// engine/speculative/script_drafter.h), --speculative-draft-sampling greedy|sampled (DSpark),
+// --speculative-varlen off|sync|async, --speculative-cost-table FILE|profile,
+// --speculative-varlen-min-concurrency N and --speculative-varlen-gate measured|off.
 void AddDecodingFlags(FlagSet& flags);
 
 // Sets EngineConfig::jump_forward and EngineConfig::speculative from the flags
 // AddDecodingFlags declared. DEEPINFER_USE_NEXTN_DECODE > 0 selects mtp when
 // --speculative-method is absent and gives the draft length when --num-speculative-tokens is
-// absent; flags win. Errors: InvalidArgument naming the flag (an unknown method, a length
-// outside 1..5, min > max, scripted without a readable --speculative-script or a script
-// without scripted). Whether the model can do mtp / dspark is Engine::Create's check, which
+// absent, DEEPINFER_ENABLE_MTP_VARLEN=1 selects --speculative-varlen async; flags win. Errors:
+// InvalidArgument naming the flag (an unknown method, a length outside 1..5, min > max,
+// scripted without a readable --speculative-script or a script without scripted, sampled drafts
+// without dspark / mtp, varlen without a method, an unreadable cost table, a bad gate value). Whether the model can do mtp / dspark is Engine::Create's check, which
 // also resolves dspark's default length (0 here) to the model's block.
 absl::Status ApplyDecodingFlags(const FlagSet& flags, engine::EngineConfig* config);
 

@@ -22,12 +22,14 @@
 //   decoding: deepinfer_forward_passes_total, deepinfer_jump_forward_tokens_total (tokens a
 //   grammar forced), deepinfer_spec_decode_num_drafts_total / _num_draft_tokens_total /
 //   _num_accepted_tokens_total and _num_accepted_tokens_per_pos_total{position} (speculative
-//   decoding; vllm:spec_decode_num_drafts / _num_draft_tokens / _num_accepted_tokens /
-//   _num_accepted_tokens_per_pos carry the same values under vLLM's names);
+//   decoding; vllm:spec_decode_num_drafts_total / _num_draft_tokens_total /
+//   _num_accepted_tokens_total / _num_accepted_tokens_per_pos_total carry the same values
+//   under vLLM's names);
 //   variable-length verification: deepinfer_spec_decode_varlen_steps_total (steps the planner
 //   split), _verify_budget_tokens_total (Σ B*) and the gauge _verify_budget_tokens (the last B*),
-//   _varlen_candidate_tokens_total (Σ drafts it could have verified), _varlen_gated_steps_total, _varlen_benefit_gated_steps_total
-//   (below the min-concurrency gate), _planner_fallbacks_total{reason="no_table"|"no_stale_row"};
+//   _varlen_candidate_tokens_total (Σ drafts it could have verified), _varlen_gated_steps_total
+//   (below the min-concurrency gate), _varlen_benefit_gated_steps_total (full blocks chosen by
+//   the measured-benefit gate), _planner_fallbacks_total{reason="no_table"|"no_stale_row"};
 //   and vLLM's names for dashboards and gateways written against vLLM (label model_name):
 //   vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total (counters in tokens),
 //   vllm:num_requests_running / _waiting (gauges, sequences), vllm:kv_cache_usage_perc and its

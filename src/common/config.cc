@@ -57,11 +57,13 @@ const std::vector<EnvVarDoc>& EnvVarDocs() {
       {"DEEPINFER_ENABLE_MTP_VARLEN", "0",
        "1: confidence-scheduled variable-length speculative verification"},
       {"DEEPINFER_USE_NEXTN_DECODE", "0",
-       "maximum draft length for speculative decoding (0 = off)"},
+       "0..5: maximum draft length for speculative decoding (0 = off; > 0 selects mtp when "
+       "--speculative-method is absent)"},
       {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "compact",
        "none|compact: V4.1 decoder-side prefill truncation"},
       {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "140",
-       "prompt suffix kept by compact truncation (>= 134 = window + rollback)"},
+       "prompt rows the V4.1 decoder runs on under compact truncation (>= 1; the model raises "
+       "it to its window + 6, 134 for the release)"},
       {"DEEPINFER_ACCELERATOR", "cpu", "cpu|cuda: kernel backend"},
       {"DEEPINFER_NUM_THREADS", "0", "kernel threads (0 = all cores)"},
       {"DEEPINFER_FORCE_ISA", "auto",

@@ -890,7 +890,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ca
     }
     if (spec.sampled_drafts && spec.method != SpeculativeConfig::Method::kDspark) {
       return absl::InvalidArgumentError(
-          "engine config: sampled_drafts needs speculative method dspark");
+          "engine config: sampled_drafts (--speculative-draft-sampling sampled) needs speculative "
+          "method dspark, i.e. a model with a DSpark block");
     }
     if (spec.method == SpeculativeConfig::Method::kDspark) {
       if (model->draft_head() != "dspark" || model->max_model_drafts() <= 0) {

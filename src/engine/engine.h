@@ -48,7 +48,8 @@ struct SpeculativeConfig {
   // resolved by Engine::Create: 1 for kMtp (MTP-1, spec §2.1), the model's DSpark block for
   // kDspark (5 in the release, capped at kMaxSpeculativeTokens), 3 for kNgram / kCustom.
   int num_speculative_tokens = 0;
-  // N-gram sizes tried, longest first (vLLM's prompt_lookup_min / prompt_lookup_max).
+  // N-gram sizes tried, longest first (vLLM's prompt_lookup_min / prompt_lookup_max names; the
+  // CLI applies vLLM's defaults, 5 / 5, these are the engine API's).
   int prompt_lookup_min = 2;
   int prompt_lookup_max = 5;
   // Method::kCustom: the drafter (shared so tests can keep a handle).

@@ -379,18 +379,17 @@ TEST(VarlenControllerTest, DrafterConfidencesWinOverEstimatesAndRowsAreStaleByTw
   EXPECT_GT(c.EstimatedConfidence(2), 0.9);
 }
 
-// The measured-benefit gate (spec §5.8): a simulated workload where each policy's step time
+// The measured-benefit gate (spec §5.8): a simulated workload where each policy's busy step time
 // and committed tokens are fixed; the gate measures both during warm-up, then plans variable
-// lengths only in the bucket where they deliver more committed tokens per ms, still re-trying the
-// losing policy every kBenefitExplorePeriod-th step; buckets are independent.
+// lengths only in the bucket where they deliver more committed tokens per busy ms, still
+// re-trying the losing policy every kBenefitExplorePeriod-th step; buckets are independent, and
+// idle time between steps (no ObserveStep) never counts.
 TEST(VarlenControllerTest, BenefitGateFollowsTheMeasuredFasterPolicyPerConcurrency) {
-  int64_t now = 1'000'000;
   VarlenController::Options o;
   o.mode = VarlenMode::kAsyncBudget;
   o.table = BusyTable();
   o.k_max = 3;
   o.benefit_gate = true;
-  o.clock = [&] { return now; };
   std::vector<VarlenStepTrace> traces;
   o.observer = [&](const VarlenStepTrace& t) { traces.push_back(t); };
   VarlenController c(o);
@@ -406,8 +405,8 @@ TEST(VarlenControllerTest, BenefitGateFollowsTheMeasuredFasterPolicyPerConcurren
       const bool full = traces.back().benefit_gated;
       varlen_steps += full ? 0 : 1;
       const bool small = n == 2;
+      c.ObserveStep(4 * n, static_cast<int64_t>(1e6) * (small ? (full ? 6 : 4) : 10));
       c.OnCommitted(small ? (full ? 6 : 5) : (full ? 30 : 20));
-      now += static_cast<int64_t>(1e6) * (small ? (full ? 6 : 4) : 10);
     }
     return varlen_steps;
   };

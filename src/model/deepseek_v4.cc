@@ -1022,7 +1022,7 @@ absl::StatusOr<std::unique_ptr<CausalLM>> LoadDeepseekV4(const std::string& dir,
   if (mtp_layers > 1) {
     LOG(INFO) << "DeepSeek-V4: " << mtp_layers
               << " MTP modules; speculative drafting chains mtp.0 on its own output (the "
-                 "others are loaded and not used)";
+                 "others are loaded, with their window state, and not used)";
   }
   return std::unique_ptr<CausalLM>(std::move(m));
 }

@@ -150,7 +150,7 @@ absl::StatusOr<Config> Config::Parse(const std::string& text, const std::string&
   RET(f.Get("dspark_num_experts_per_tok", "dspark_n_activated_experts",
             &c.dspark_n_active_experts, false));
   // Official fallbacks (OFF41 get_moe_config: `dspark_n_routed_experts or n_routed_experts`;
-  // ModelArgs: dspark_markov_rank 256, engram_pad_id 2 = the pad token's compressed id, spec §4.2).
+  // ModelArgs: dspark_markov_rank 256, engram_pad_id 2 = the pad token's id, spec §4.2).
   if (c.dspark_n_routed_experts <= 0) c.dspark_n_routed_experts = c.n_routed_experts;
   if (c.dspark_n_active_experts <= 0) c.dspark_n_active_experts = c.n_active_experts;
   if (f.Find("dspark_markov_rank", "dspark_markov_rank") == nullptr) c.dspark_markov_rank = 256;

@@ -137,7 +137,9 @@ absl::StatusOr<EngramHasher> EngramHasher::Load(const Config& c, const std::stri
                                                    " ids, more than the model's vocab ",
                                                    c.vocab_size));
   }
-  if (h.token_map_.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty token_map"));
+  if (h.token_map_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": the Engram token map is empty"));
+  }
   // The official map has one entry per tokenizer id (len(tokenizer)); embedding rows past the
   // tokenizer's ids (DeepSeek pads 128 815 ids to 129 280 rows) are never produced by it; they
   // hash as the pad token, on both paths.
@@ -150,7 +152,7 @@ absl::StatusOr<EngramHasher> EngramHasher::Load(const Config& c, const std::stri
   for (int32_t v : h.token_map_) {
     if (v < 0 || v >= c.engram_compressed_vocab) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": token_map value ", v, " outside the compressed vocabulary"));
+          absl::StrCat(dir, ": Engram token map value ", v, " outside the compressed vocabulary"));
     }
   }
   h.pad_cid_ = h.token_map_[c.engram_pad_token_id];

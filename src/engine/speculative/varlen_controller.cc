@@ -4,8 +4,6 @@
 #include <bit>
 #include <utility>
 
-#include "common/clock.h"
-
 namespace deepinfer::engine {
 
 bool ParseVarlenMode(std::string_view text, VarlenMode* mode) {
@@ -89,17 +87,17 @@ int VarlenController::MeasuredSteps(int bucket, bool varlen) const {
   return arms_[bucket][varlen ? 1 : 0].steps;
 }
 
-void VarlenController::CloseMeasurement(int64_t now_ns) {
-  if (last_bucket_ >= 0 && last_plan_ns_ >= 0 && now_ns > last_plan_ns_) {
+void VarlenController::CloseMeasurement() {
+  if (last_bucket_ >= 0 && busy_ns_since_plan_ > 0) {
     Arm& a = arms_[last_bucket_][last_varlen_ ? 1 : 0];
-    const double rate =
-        static_cast<double>(committed_since_plan_) / (static_cast<double>(now_ns - last_plan_ns_) / 1e6);
+    const double rate = static_cast<double>(committed_since_plan_) /
+                        (static_cast<double>(busy_ns_since_plan_) / 1e6);
     a.rate = a.steps == 0 ? rate : a.rate + (rate - a.rate) / 8.0;
     ++a.steps;
   }
-  last_plan_ns_ = now_ns;
   last_bucket_ = -1;
   committed_since_plan_ = 0;
+  busy_ns_since_plan_ = 0;
 }
 
 bool VarlenController::BenefitChoosesVarlen(int bucket) {
@@ -126,6 +124,7 @@ void VarlenController::OnVerified(int verified, int accepted) {
 }
 
 void VarlenController::ObserveStep(int target_tokens, int64_t ns) {
+  if (ns > 0) busy_ns_since_plan_ += ns;
   if (options_.table == nullptr || target_tokens <= 0 || ns <= 0) return;
   const double residual =
       std::max(0.0, static_cast<double>(ns) / 1e6 - options_.table->StepMs(target_tokens));
@@ -169,9 +168,7 @@ std::vector<int> VarlenController::Plan(int64_t step, std::span<const Input> in,
     trace.seqs[r].cap = in[r].cap;
     trace.seqs[r].current = current[r].confidence;
   }
-  if (options_.benefit_gate) {
-    CloseMeasurement(options_.clock ? options_.clock() : MonotonicNanos());
-  }
+  if (options_.benefit_gate) CloseMeasurement();
   const bool gated =
       options_.mode == VarlenMode::kOff || static_cast<int>(in.size()) < options_.min_concurrency;
   bool benefit_gated = false;

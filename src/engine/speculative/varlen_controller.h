@@ -15,7 +15,8 @@
 //
 // Benefit gate (`benefit_gate`, §5.8 "gate it by measured benefit"): the controller measures
 // what each policy delivers — tokens committed by speculating sequences (OnCommitted) per
-// millisecond of wall time from one planned step to the next, as an EMA (weight 1/8) per
+// millisecond the runner was busy (ObserveStep: launch to result, so idle time between requests
+// never counts) from one planned step to the next, as an EMA (weight 1/8) per
 // concurrency bucket (speculating sequences 1, 2-3, 4-7, ...) — and plans with variable lengths
 // only where they measured at least as fast as verifying the full block. Both policies are
 // measured alternately until each has kBenefitWarmupSteps samples in a bucket; after that the
@@ -116,8 +117,6 @@ class VarlenController {
     int k_max = 5;
     // The measured-benefit gate (above); off: plan every step above min_concurrency.
     bool benefit_gate = false;
-    // Wall clock in ns for the benefit gate (default: the monotonic clock; tests inject one).
-    std::function<int64_t()> clock;
     // Called once per planned step (tests).
     std::function<void(const VarlenStepTrace&)> observer;
   };
@@ -140,8 +139,8 @@ class VarlenController {
   // After any decode item of a speculating sequence: the tokens it committed (the benefit
   // gate's numerator).
   void OnCommitted(int tokens);
-  // A finished engine step of `target_tokens` tokens that kept the runner busy for `ns`: the
-  // part of its time the table does not explain (the engine's fixed per-step cost) is tracked
+  // A finished engine step of `target_tokens` tokens that kept the runner busy for `ns` (also
+  // the benefit gate's denominator): the part of its time the table does not explain (the engine's fixed per-step cost) is tracked
   // as a running mean (EMA, weight 1/16, never below 0) and added to every T. Without it a
   // forward-only table on a small model makes verify tokens look expensive and over-trims.
   void ObserveStep(int target_tokens, int64_t ns);
@@ -167,8 +166,8 @@ class VarlenController {
 
  private:
   std::vector<double> Current(const Input& in) const;
-  // Closes the measurement of the previous planned step (benefit gate) at `now_ns`.
-  void CloseMeasurement(int64_t now_ns);
+  // Closes the measurement of the previous planned step (benefit gate).
+  void CloseMeasurement();
   // Whether this step plans variable lengths (true) or verifies full blocks, by measured rate.
   bool BenefitChoosesVarlen(int bucket);
 
@@ -187,7 +186,7 @@ class VarlenController {
   int64_t benefit_gated_steps_ = 0;
   Arm arms_[kMaxBuckets][2] = {};  // [bucket][varlen]
   int64_t bucket_steps_[kMaxBuckets] = {};
-  int64_t last_plan_ns_ = -1;
+  int64_t busy_ns_since_plan_ = 0;
   int last_bucket_ = -1;  // -1: the previous step is not measured
   bool last_varlen_ = false;
   int64_t committed_since_plan_ = 0;
