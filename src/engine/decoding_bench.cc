@@ -258,6 +258,10 @@ void BM_NgramVarlen(benchmark::State& state) {
         state.counters[std::string("mean_accepted_len_") + name[mode]] = MeanAcceptedLen(st);
         state.counters[std::string(name[mode]) + "_vs_off"] = tps[mode] / tps[0];
       }
+      if (mode == 4) {
+        state.counters["gated_planned_steps"] = static_cast<double>(st.spec_varlen_steps);
+        state.counters["gated_full_steps"] = static_cast<double>(st.spec_varlen_benefit_gated_steps);
+      }
     }
     state.counters["tokens_per_s_off"] = tps[0];
     state.counters["async_vs_fixed"] = tps[2] / tps[1];
