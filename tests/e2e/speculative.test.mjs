@@ -22,7 +22,7 @@ describe('speculative decoding (n-gram) on stories260K', { skip }, () => {
   before(async () => {
     golden = goldenOnceUponATime();
     off = await startServer(STORIES, ['--served-model-name', MODEL]);
-    for (const k of [1, 3, 5]) {
+    for (const k of [1, 2, 3, 4, 5]) {
       spec.push(await startServer(STORIES, ['--served-model-name', MODEL, '--speculative-method', 'ngram',
                                             '--num-speculative-tokens', String(k),
                                             '--prompt-lookup-min', '1', '--prompt-lookup-max', '4']));
@@ -41,7 +41,7 @@ describe('speculative decoding (n-gram) on stories260K', { skip }, () => {
   });
   const clientOf = (s) => new OpenAI({ baseURL: s.baseURL, apiKey: 'unused', maxRetries: 0 });
 
-  test('greedy text equals the golden file for k = 1, 3, 5, and drafts were accepted', async () => {
+  test('greedy text equals the golden file for k = 1..5, and drafts were accepted', async () => {
     const expected = golden.text.slice(golden.prompt.length);
     for (const s of spec) {
       const req = { prompt: golden.prompt, max_tokens: golden.max_new_tokens, temperature: 0 };
@@ -50,6 +50,9 @@ describe('speculative decoding (n-gram) on stories260K', { skip }, () => {
       assert.equal(r.finish, 'length');
       assert.equal(r.usage.completion, golden.max_new_tokens);
       assert.deepEqual(await completeStream(clientOf(s), req), r);
+      // Fixed-length servers verify every draft, so some are accepted; the variable-length one
+      // may verify none (its planner follows measured step times), checked below.
+      if (s === spec[spec.length - 1]) continue;
       assert.ok((await metric(s.url, 'deepinfer_spec_decode_num_accepted_tokens_total')) > 0);
       assert.ok((await metric(s.url, 'vllm:spec_decode_num_draft_tokens_total')) > 0);
     }

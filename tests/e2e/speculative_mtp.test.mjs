@@ -1,5 +1,5 @@
 // MTP speculative decoding through the server (issue #26): `deepinfer serve --speculative-method
-// mtp` with k = 1 and k = 3 (the MTP block chained on its own output) on the DeepSeek-V4 `demo`
+// mtp` with every draft length k = 1..5 (the MTP block chained on its own output) on the DeepSeek-V4 `demo`
 // preset (random weights, one MTP block, num_nextn_predict_layers = 1), driven by the official
 // openai client. The oracle is a server with
 // speculation off on the same checkpoint: greedy text, finish_reason and usage must be equal,
@@ -26,7 +26,7 @@ describe('MTP speculative decoding on the DeepSeek-V4 demo preset', { skip }, ()
   const mtps = [];
   before(async () => {
     off = await startServer(dir, ['--served-model-name', MODEL]);
-    for (const k of [1, 3]) {
+    for (const k of [1, 2, 3, 4, 5]) {
       mtps.push(await startServer(dir, ['--served-model-name', MODEL, '--speculative-method', 'mtp',
                                         '--num-speculative-tokens', String(k)]));
     }
@@ -68,7 +68,7 @@ describe('MTP speculative decoding on the DeepSeek-V4 demo preset', { skip }, ()
     // k = 3 chains: more drafts per verify than k = 1.
     const drafts = (s) => metric(s.url, 'deepinfer_spec_decode_num_draft_tokens_total');
     const verifies = (s) => metric(s.url, 'deepinfer_spec_decode_num_drafts_total');
-    assert.ok((await drafts(mtps[1])) / (await verifies(mtps[1])) > 1, 'k = 3 drafts chains');
+    assert.ok((await drafts(mtps[2])) / (await verifies(mtps[2])) > 1, 'k = 3 drafts chains');
   });
 
   test('a concurrent batch mixing speculative and non-speculative, greedy and seeded requests', async () => {
