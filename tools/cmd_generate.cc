@@ -248,28 +248,26 @@ int RunGenerate(int argc, char** argv) {
     if (flags.GetString("model").empty()) return FlagError("--prompt needs --model");
     return GenerateWithEngine(flags);  // an empty prompt is the model's BOS alone
   }
-  // --prompt-ids is greedy decoding straight on the model: sampling flags would be ignored.
-  for (const char* so : {"temperature", "top-p", "top-k", "seed"}) {
-    if (flags.IsSet(so) && flags.IsSet("prompt-ids")) {
-      std::fprintf(stderr,
-                   "deepinfer generate: --%s applies to --prompt (text); --prompt-ids decodes "
-                   "greedily\n",
-                   so);
-      return 2;
+  // --prompt-ids is greedy decoding straight on the model: flags of the engine path (sampling,
+  // jump-forward and speculative decoding) would be ignored, so they are usage errors.
+  auto engine_only = [&](std::initializer_list<const char*> names, const char* why) {
+    for (const char* so : names) {
+      if (flags.IsSet(so) && flags.IsSet("prompt-ids")) {
+        std::fprintf(stderr, "deepinfer generate: --%s applies to --prompt %s\n", so, why);
+        return true;
+      }
     }
-  }
-  for (const char* so :
-       {"speculative-method", "num-speculative-tokens", "prompt-lookup-min", "prompt-lookup-max",
-        "speculative-script", "speculative-draft-sampling", "speculative-varlen",
-        "speculative-cost-table", "speculative-varlen-min-concurrency", "speculative-varlen-gate",
-        "jump-forward"}) {
-    if (flags.IsSet(so) && flags.IsSet("prompt-ids")) {
-      std::fprintf(stderr,
-                   "deepinfer generate: --%s applies to --prompt (text, through the engine); "
-                   "--prompt-ids decodes straight on the model\n",
-                   so);
-      return 2;
-    }
+    return false;
+  };
+  if (engine_only({"temperature", "top-p", "top-k", "seed"},
+                  "(text); --prompt-ids decodes greedily") ||
+      engine_only({"speculative-method", "num-speculative-tokens", "prompt-lookup-min",
+                   "prompt-lookup-max", "speculative-script", "speculative-draft-sampling",
+                   "speculative-varlen", "speculative-cost-table",
+                   "speculative-varlen-min-concurrency", "speculative-varlen-gate",
+                   "jump-forward"},
+                  "(text, through the engine); --prompt-ids decodes straight on the model")) {
+    return 2;
   }
   for (const char* so : {"json-schema", "json-object", "regex", "grammar"}) {
     if (flags.IsSet(so) && (std::string(so) != "json-object" || flags.GetBool(so))) {
