@@ -68,9 +68,12 @@ const std::vector<EnvVarDoc>& EnvVarDocs() {
       {"DEEPINFER_NUM_THREADS", "0", "kernel threads (0 = all cores)"},
       {"DEEPINFER_FORCE_ISA", "auto",
        "auto|scalar|avx2|avx512|avx512bf16|amx: cap the CPU kernel instruction set (auto stops at "
-       "avx512); amxemu|avx512bf16emu: emulated BF16-dot GEMM (tests)"},
+       "avx512bf16); amxemu|avx512bf16emu: emulated BF16-dot GEMM (tests)"},
       {"DEEPINFER_REPACK_WEIGHTS", "1",
        "0: keep FP4 experts in the checkpoint layout (no repacked copy; slower CPU decode)"},
+      {"DEEPINFER_BF16_ACTIVATIONS", "0",
+       "1: Llama rounds linear inputs to BF16 (as llama.cpp does for BF16 weights) so BF16 "
+       "weights take the BF16 dot-product kernels; 0: FP32 inputs (the goldens' numerics)"},
       {"DEEPINFER_LOG_LEVEL", "info", "debug|info|warning|error"},
       {"DEEPINFER_SHARED_DIR", "", "tests only: path to the shared/ folder of models and goldens"},
   };
@@ -133,6 +136,10 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
       auto v = ParseBool(name, value);
       if (!v.ok()) return v.status();
       c.repack_weights = *v;
+    } else if (name == "DEEPINFER_BF16_ACTIVATIONS") {
+      auto v = ParseBool(name, value);
+      if (!v.ok()) return v.status();
+      c.bf16_activations = *v;
     } else if (name == "DEEPINFER_LOG_LEVEL") {
       auto v = ParseLogLevel(std::string_view(value));
       if (!v.ok()) return BadValue(name, value, "debug, info, warning or error");

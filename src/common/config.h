@@ -14,11 +14,14 @@
 //   DEEPINFER_ACCELERATOR                  cpu|cuda: kernel backend (cpu)
 //   DEEPINFER_NUM_THREADS                  kernel threads, 0 = all cores (0)
 //   DEEPINFER_FORCE_ISA                    auto|scalar|avx2|avx512|avx512bf16|amx: cap the CPU
-//                                          kernel ISA (auto = the best up to avx512: the BF16-dot
-//                                          levels are opt-in); amxemu|avx512bf16emu: the best
+//                                          kernel ISA (auto = the best up to avx512bf16: the AMX
+//                                          tiles are opt-in); amxemu|avx512bf16emu: the best
 //                                          vector ISA up to avx512 plus the emulated BF16-dot GEMM
 //                                          (kernels/cpu/bf16_dot.h; tests)
 //   DEEPINFER_REPACK_WEIGHTS               0|1: repack FP4 experts at load for the CPU kernels (1)
+//   DEEPINFER_BF16_ACTIVATIONS             0|1: Llama rounds each linear's input to BF16, as
+//                                          llama.cpp does for BF16 weights, so BF16 weights take
+//                                          the BF16 dot-product kernels (0: FP32 inputs)
 //   DEEPINFER_LOG_LEVEL                    debug|info|warning|error (info)
 //   DEEPINFER_SHARED_DIR                   tests only: path to ../shared (models, goldens)
 // A DEEPINFER_* variable not in this list produces a warning (likely a typo); a bad value is an
@@ -57,6 +60,7 @@ struct EnvConfig {
   IsaLevel force_isa = IsaLevel::kAuto;
   Bf16DotEmulation bf16_dot_emulation = Bf16DotEmulation::kNone;
   bool repack_weights = true;
+  bool bf16_activations = false;
   LogLevel log_level = LogLevel::kInfo;
 };
 

@@ -60,10 +60,10 @@ IsaLevel ActiveIsa() {
   if (best == IsaLevel::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) {
     best = IsaLevel::kAvx512;
   }
-  if (best == IsaLevel::kAvx512 && f.avx512_bf16) best = IsaLevel::kAvx512Bf16;
+  if (best == IsaLevel::kAvx512 && f.avx512_bf16 && f.avx512_vbmi) best = IsaLevel::kAvx512Bf16;
   if (best == IsaLevel::kAvx512Bf16 && f.amx_tile && f.amx_bf16) best = IsaLevel::kAmx;
   IsaLevel cap = Env().force_isa;
-  if (cap == IsaLevel::kAuto) cap = IsaLevel::kAvx512;
+  if (cap == IsaLevel::kAuto) cap = IsaLevel::kAvx512Bf16;
   return static_cast<int>(cap) < static_cast<int>(best) ? cap : best;
 }
 

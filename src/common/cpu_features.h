@@ -36,9 +36,10 @@ struct CpuFeatures {
 const CpuFeatures& DetectedCpuFeatures();
 
 // The ISA level kernels should use: the best the CPU supports, capped by DEEPINFER_FORCE_ISA
-// (auto caps at kAvx512: the BF16-dot levels are opt-in until measured on hardware, issue #30).
-// kAvx2 requires AVX2 and FMA; kAvx512 F, BW, VL and DQ; kAvx512Bf16 also AVX512_BF16; kAmx
-// also AMX-TILE and AMX-BF16 (the OS permission is checked where tiles are used).
+// (auto caps at kAvx512Bf16: AMX tiles are opt-in until measured on hardware, issue #30; their
+// decode-time products, which read the weights through VNNI tiles, would be slower there).
+// kAvx2 requires AVX2 and FMA; kAvx512 F, BW, VL and DQ; kAvx512Bf16 also AVX512_BF16 and VBMI;
+// kAmx also AMX-TILE and AMX-BF16 (the OS permission is checked where tiles are used).
 IsaLevel ActiveIsa();
 
 // "avx2 fma f16c avx512f ..." for logs and `deepinfer version`.

@@ -14,15 +14,16 @@
 //   version is chosen at run time from ActiveIsa() (common/cpu_features.h, capped by
 //   DEEPINFER_FORCE_ISA=scalar|avx2|avx512|avx512bf16|amx). Vector versions exist for Linear,
 //   RoundToBf16, ActQuantFp8Sim, RmsNorm, Softmax, Silu, SwiGlu, Add/Scale/Axpy and attention;
-//   KvFp8Sim, Fp4Sim, Hadamard, RoPE, TopK (O(n log k) heap), EmbeddingGather and the dequantisers run the
-//   same scalar code on every ISA (small or memory-bound per call). Linears whose operands are
-//   both BF16-exact (LinearOptions::quantize_activations with BF16, E8M0-scaled FP8 or MXFP4
+//   KvFp8Sim, Fp4Sim, Hadamard, RoPE, TopK (O(n log k) heap), EmbeddingGather and the dequantisers
+//   run the same scalar code on every ISA (small or memory-bound per call). Linears whose operands
+//   are both BF16-exact (LinearOptions::quantize_activations with BF16, E8M0-scaled FP8 or MXFP4
 //   weights) take the BF16-dot GEMM of cpu/bf16_dot.h, for every M, where one is active:
-//   AMX-BF16 tiles (DEEPINFER_FORCE_ISA=amx) or AVX512_BF16 VDPBF16PS (avx512bf16), opt-in and
-//   gated by a start-up self-check, or their portable emulations (amxemu, avx512bf16emu; any
-//   CPU). Its products are the same exact products; its summation order is that header's (AMX
-//   and VDPBF16PS orders differ from each other and from the FP32 kernels' below). Every other
-//   linear keeps the FP32 kernels (FP32 activations are never rounded to BF16).
+//   AVX512_BF16 VDPBF16PS in the lane order (the default where the CPU has AVX512_BF16 and
+//   VBMI) or AMX-BF16 tiles (opt-in: DEEPINFER_FORCE_ISA=amx), gated by a start-up self-check, or
+//   their portable emulations (amxemu, avx512bf16emu; any CPU). Its products are the same exact
+//   products; its summation order is that header's (AMX and VDPBF16PS orders differ from each other
+//   and from the FP32 kernels' below). Every other linear keeps the FP32 kernels (FP32 activations
+//   are never rounded to BF16).
 // - Threads: ops that take a ThreadPool* split their work with its static ParallelFor; nullptr
 //   means "run on the calling thread".
 //
@@ -81,7 +82,7 @@
 namespace deepinfer::kernels {
 
 // The instruction set the CPU kernels run with: kAmx / kAvx512Bf16 where that BF16-dot kernel
-// is active (cpu/bf16_dot.h ActiveKernel; opt-in, self-checked), else ActiveIsa() up to
+// is active (cpu/bf16_dot.h ActiveKernel; self-checked), else ActiveIsa() up to
 // kAvx512, except kAvx2 where the AVX-512 kernels failed their one-time self-check on this
 // machine (avx512::SelfCheck; runs it if it has not run yet, about a millisecond). For logs and
 // `deepinfer version`.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/check.h"
+#include "common/config.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/step_trace.h"
@@ -156,7 +157,8 @@ class Llama final : public CausalLM {
   std::vector<double> rope_freqs_;
 
   Matrix embed_;
-  Matrix lm_head_;  // view of embed_ when tied
+  Matrix lm_head_;                 // view of embed_ when tied
+  std::vector<float> bf16_input_;  // Lin's rounded input (DEEPINFER_BF16_ACTIVATIONS)
   Vector final_norm_;
   std::vector<LayerWeights> layers_;
 
@@ -273,6 +275,17 @@ absl::Status Llama::Init(const LoadOptions& options, uint64_t config_hash) {
 void Llama::Lin(const float* x, int64_t m, const Matrix& w, const Vector& bias, float* y) {
   k::LinearOptions opt;
   opt.bias = bias.empty() ? nullptr : bias.data();
+  if (Env().bf16_activations) {
+    // DEEPINFER_BF16_ACTIVATIONS: the input rounded to BF16 (llama.cpp's vec_dot type for BF16
+    // weights); with BF16 weights the products are then exact in FP32 and take the BF16-dot
+    // kernels where the CPU has them.
+    const int64_t n = m * w.view.cols;
+    if (static_cast<int64_t>(bf16_input_.size()) < n) bf16_input_.resize(n);
+    std::copy(x, x + n, bf16_input_.begin());
+    k::RoundToBf16(bf16_input_.data(), n);
+    x = bf16_input_.data();
+    opt.input_is_bf16 = w.view.dtype == k::WeightDType::kBF16;
+  }
   // Small products run on the calling thread: waking the pool costs more than it saves. Linear
   // splits work along N only, so the result does not depend on this choice.
   ThreadPool* pool = m * w.view.rows * w.view.cols >= kMinParallelWork ? pool_ : nullptr;

@@ -61,31 +61,6 @@ void EmulatedAmxProduct(const uint16_t* a, int64_t a_stride, int mt, const uint1
   }
 }
 
-// Order::kVdp: one accumulator from +0; per BF16 pair, the odd product, then the even one.
-void EmulatedVdpProduct(const uint16_t* a, int64_t a_stride, int mt, const uint16_t* b,
-                        int64_t b_stride, int nt, int64_t kt, float* c, int64_t ldc) {
-  for (int i = 0; i < mt; ++i) {
-    for (int j = 0; j < nt; ++j) {
-      for (int r = 0; r < kTileM; ++r) {
-        float acc[kTileN] = {};
-        for (int64_t t = 0; t < kt; ++t) {
-          const uint16_t* ar = a + i * a_stride + t * kTileElems + r * kTileK;
-          const uint16_t* bt = b + j * b_stride + t * kTileElems;
-          for (int p = 0; p < kTileK / 2; ++p) {
-            const float a0 = Daz(ar[2 * p]), a1 = Daz(ar[2 * p + 1]);
-            const uint16_t* bp = bt + p * 2 * kTileN;
-            for (int n = 0; n < kTileN; ++n) {
-              acc[n] = Ftz(std::fma(a1, Daz(bp[2 * n + 1]), acc[n]));
-              acc[n] = Ftz(std::fma(a0, Daz(bp[2 * n]), acc[n]));
-            }
-          }
-        }
-        std::copy(acc, acc + kTileN, c + (i * kTileM + r) * ldc + j * kTileN);
-      }
-    }
-  }
-}
-
 constexpr size_t Align64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // Weight rows per panel: two B tile columns (the AMX kernel's 2 x 2 C tiles).
@@ -127,7 +102,7 @@ bool AmxAvailable() {
 
 bool Avx512Bf16Available() {
   const CpuFeatures& f = DetectedCpuFeatures();
-  return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_bf16;
+  return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_bf16 && f.avx512_vbmi;
 }
 
 bool KernelRuns(Kernel kernel) {
@@ -145,20 +120,14 @@ void TileProduct(Kernel kernel, const uint16_t* a, int64_t a_stride, int mt, con
                  int64_t b_stride, int nt, int64_t kt, float* c, int64_t ldc) {
   CHECK(mt == 1 || mt == 2) << mt;
   CHECK(nt == 1 || nt == 2) << nt;
-  switch (kernel) {
-    case Kernel::kEmulatedAmx:
-      return EmulatedAmxProduct(a, a_stride, mt, b, b_stride, nt, kt, c, ldc);
-    case Kernel::kEmulatedVdp:
-      return EmulatedVdpProduct(a, a_stride, mt, b, b_stride, nt, kt, c, ldc);
-    case Kernel::kAmx:
-      // Callers outside Linear (tests) get a configured thread for this one product.
-      internal::AmxBeginThread();
-      internal::AmxTileProduct(a, a_stride, mt, b, b_stride, nt, kt, c, ldc);
-      internal::AmxEndThread();
-      return;
-    case Kernel::kAvx512Bf16:
-      return internal::Avx512Bf16TileProduct(a, a_stride, mt, b, b_stride, nt, kt, c, ldc);
+  CHECK(OrderOf(kernel) == Order::kAmx) << KernelName(kernel) << " has no tile product";
+  if (kernel == Kernel::kEmulatedAmx) {
+    return EmulatedAmxProduct(a, a_stride, mt, b, b_stride, nt, kt, c, ldc);
   }
+  // Callers outside Linear (tests) get a configured thread for this one product.
+  internal::AmxBeginThread();
+  internal::AmxTileProduct(a, a_stride, mt, b, b_stride, nt, kt, c, ldc);
+  internal::AmxEndThread();
 }
 
 int64_t PaddedRows(int64_t M) { return (M + kTileM - 1) / kTileM * kTileM; }
@@ -266,12 +235,180 @@ bool Applies(const WeightView& w, const LinearOptions& opt) {
   }
 }
 
+int64_t LaneColumn(WeightDType dtype, int64_t q) {
+  if (dtype != WeightDType::kFP8Block) return q;
+  // VPUNPCK{L,H}BW interleave within 128-bit lanes: zmm h, word 8i + r (i = 128-bit lane,
+  // r < 8) holds byte 16i + 8h + r.
+  const int64_t h = q / 32, word = q % 32;
+  return 16 * (word / 8) + 8 * h + word % 8;
+}
+
+void PackLaneX(const float* x, int64_t x_stride, int64_t M, int64_t K, WeightDType dtype,
+               uint16_t* out, uint8_t* row_exact) {
+  const int64_t kp = internal::LanePaddedK(K);
+  int64_t column[internal::kLaneStep];
+  for (int64_t q = 0; q < internal::kLaneStep; ++q) column[q] = LaneColumn(dtype, q);
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * x_stride;
+    bool exact = true;
+    for (int64_t k = 0; k < K; ++k) {
+      const float v = xr[k];
+      exact = exact && Bf16ToFloat(FloatToBf16(v)) == v && (v == 0.0f || std::fabs(v) >= kFltMin);
+    }
+    if (row_exact != nullptr) row_exact[m] = exact ? 1 : 0;
+    uint16_t* o = out + m * kp;
+    for (int64_t k0 = 0; k0 < kp; k0 += internal::kLaneStep) {
+      for (int64_t q = 0; q < internal::kLaneStep; ++q) {
+        const int64_t k = k0 + column[q];
+        o[k0 + q] = k < K ? FloatToBf16(xr[k]) : 0;
+      }
+    }
+  }
+}
+
+bool DecodeLaneRow(const WeightView& w, int64_t n, uint16_t* out) {
+  const int64_t K = w.cols, kp = internal::LanePaddedK(K);
+  bool ok = true;
+  int64_t column[internal::kLaneStep];
+  for (int64_t q = 0; q < internal::kLaneStep; ++q) column[q] = LaneColumn(w.dtype, q);
+  for (int64_t k0 = 0; k0 < kp; k0 += internal::kLaneStep) {
+    for (int64_t q = 0; q < internal::kLaneStep; ++q) {
+      const int64_t k = k0 + column[q];
+      uint16_t bits = 0;
+      if (k < K) {
+        switch (w.dtype) {
+          case WeightDType::kFP8Block: {
+            const uint8_t s = static_cast<const uint8_t*>(
+                w.scales)[(n / 128 + w.scale_row_offset) * ((K + 127) / 128) + k / 128];
+            ok = ok && internal::LaneFp8ScaleOk(s);
+            bits = internal::LaneFp8Bf16(static_cast<const uint8_t*>(w.data)[n * K + k], s);
+            break;
+          }
+          case WeightDType::kMXFP4: {
+            const uint8_t s = static_cast<const uint8_t*>(w.scales)[n * (K / 32) + k / 32];
+            ok = ok && internal::LaneFp4ScaleOk(s);
+            const uint8_t byte = static_cast<const uint8_t*>(w.data)[n * (K / 2) + k / 2];
+            bits = internal::LaneFp4Bf16(k % 2 == 0 ? byte & 0xF : byte >> 4, s);
+            break;
+          }
+          default:
+            bits = static_cast<const uint16_t*>(w.data)[n * K + k];
+            ok = ok && !((bits & 0x7F80) == 0 && (bits & 0x7F) != 0);
+            break;
+        }
+      }
+      out[k0 + q] = bits;
+    }
+  }
+  return ok;
+}
+
+namespace {
+
+// Order::kVdp in portable code: Kernel::kEmulatedVdp's version of internal::Avx512Bf16LaneRows.
+void EmulatedLaneRows(const uint16_t* xp, int64_t M, int64_t kp, const WeightView& w, int64_t n0,
+                      int64_t n1, float* y, int64_t y_stride, uint16_t* decoded, uint8_t* row_ok) {
+  for (int64_t n = n0; n < n1; ++n) {
+    row_ok[n - n0] = DecodeLaneRow(w, n, decoded) ? 1 : 0;
+    for (int64_t m = 0; m < M; ++m) {
+      const uint16_t* xr = xp + m * kp;
+      float acc[16] = {};
+      for (int64_t v = 0; v < kp; v += 32) {  // one VDPBF16PS per 32 columns
+        for (int l = 0; l < 16; ++l) {
+          const int64_t q = v + 2 * l;
+          acc[l] = Ftz(std::fma(Daz(xr[q + 1]), Daz(decoded[q + 1]), acc[l]));
+          acc[l] = Ftz(std::fma(Daz(xr[q]), Daz(decoded[q]), acc[l]));
+        }
+      }
+      float s8[8], s4[4];
+      for (int l = 0; l < 8; ++l) s8[l] = acc[l] + acc[l + 8];
+      for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
+      const float s2[2] = {s4[0] + s4[2], s4[1] + s4[3]};
+      y[m * y_stride + n] = s2[0] + s2[1];
+    }
+  }
+}
+
+// Per-thread scratch of the lane order: the decoded panel (or the emulation's decoded row) and
+// one weight row in FP32 for the fallback.
+size_t LanePerThreadBytes(int64_t K) {
+  const int64_t kp = internal::LanePaddedK(K);
+  return Align64(internal::LanePanelBytes(kp)) + Align64(K * sizeof(float));
+}
+
+size_t LaneWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
+                          int num_threads) {
+  const int64_t K = w.cols;
+  size_t bytes =
+      Align64(M * internal::LanePaddedK(K) * sizeof(uint16_t)) + Align64(M) + Align64(w.rows);
+  if (opt.quantize_activations) bytes += Align64(M * K * sizeof(float));
+  return bytes + static_cast<size_t>(std::max(num_threads, 1)) * LanePerThreadBytes(K);
+}
+
+// Linear in the lane order (Kernel::kEmulatedVdp, Kernel::kAvx512Bf16).
+void LaneLinear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float* y,
+                const LinearOptions& opt, ThreadPool* pool, void* workspace, int threads) {
+  const int64_t K = w.cols, N = w.rows, kp = internal::LanePaddedK(K);
+  const int64_t y_stride = opt.y_stride != 0 ? opt.y_stride : N;
+  auto* next = static_cast<uint8_t*>(workspace);
+  const float* xin = x;
+  int64_t x_stride = opt.x_stride != 0 ? opt.x_stride : K;
+  if (opt.quantize_activations) {
+    auto* xq = reinterpret_cast<float*>(next);
+    for (int64_t m = 0; m < M; ++m) std::copy(x + m * x_stride, x + m * x_stride + K, xq + m * K);
+    ActQuantFp8Sim(xq, M, K, 128);
+    xin = xq;
+    x_stride = K;
+    next += Align64(M * K * sizeof(float));
+  }
+  auto* xp = reinterpret_cast<uint16_t*>(next);
+  next += Align64(M * kp * sizeof(uint16_t));
+  uint8_t* row_exact = next;
+  next += Align64(M);
+  uint8_t* row_ok = next;
+  next += Align64(N);
+  PackLaneX(xin, x_stride, M, K, w.dtype, xp, row_exact);
+  uint8_t* scratch = next;
+  const size_t per_thread = LanePerThreadBytes(K);
+  cpu::ForEachThreadRange(N, 16, pool, threads, [&](int64_t n0, int64_t n1, int slot) {
+    uint8_t* mine = scratch + slot * per_thread;
+    auto* panel = reinterpret_cast<uint16_t*>(mine);
+    auto* wrow = reinterpret_cast<float*>(mine + Align64(internal::LanePanelBytes(kp)));
+    if (kernel == Kernel::kAvx512Bf16) {
+      internal::Avx512Bf16LaneRows(xp, M, kp, w, n0, n1, y, y_stride, panel, row_ok + n0);
+    } else {
+      EmulatedLaneRows(xp, M, kp, w, n0, n1, y, y_stride, panel, row_ok + n0);
+    }
+    // Weight rows or activation rows that are not BF16-exact normals: FP32 FMAs in increasing
+    // k. Then the bias.
+    for (int64_t n = n0; n < n1; ++n) {
+      bool decoded = false;
+      for (int64_t m = 0; m < M; ++m) {
+        float& out = y[m * y_stride + n];
+        if (row_ok[n] == 0 || row_exact[m] == 0) {
+          if (!decoded) ref::DecodeWeightRow(w, n, wrow);
+          decoded = true;
+          const float* xr = xin + m * x_stride;
+          float acc = 0.0f;
+          for (int64_t k = 0; k < K; ++k) acc = std::fma(xr[k], wrow[k], acc);
+          out = acc;
+        }
+        if (opt.bias != nullptr) out += opt.bias[n];
+      }
+    }
+  });
+}
+
+}  // namespace
+
 size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
                             int num_threads) {
   const int64_t K = w.cols;
   size_t bytes = Align64(PaddedRows(M) * PaddedK(K) * sizeof(uint16_t)) + Align64(M);
   if (opt.quantize_activations) bytes += Align64(M * K * sizeof(float));
-  return bytes + static_cast<size_t>(std::max(num_threads, 1)) * PerThreadBytes(K);
+  bytes += static_cast<size_t>(std::max(num_threads, 1)) * PerThreadBytes(K);
+  // Enough for either order (the caller does not say which kernel runs).
+  return std::max(bytes, LaneWorkspaceBytes(M, w, opt, num_threads));
 }
 
 void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float* y,
@@ -280,6 +417,9 @@ void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float
   const int threads = pool != nullptr ? pool->num_threads() : 1;
   CHECK_GE(workspace_bytes, LinearWorkspaceBytes(M, w, opt, threads));
   if (M == 0 || w.rows == 0) return;
+  if (OrderOf(kernel) == Order::kVdp) {
+    return LaneLinear(kernel, x, M, w, y, opt, pool, workspace, threads);
+  }
   const int64_t K = w.cols, N = w.rows, kp = PaddedK(K), kt = kp / kTileK;
   const int64_t m_tiles = PaddedRows(M) / kTileM;
   const int64_t y_stride = opt.y_stride != 0 ? opt.y_stride : N;
@@ -342,7 +482,7 @@ void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float
           internal::AmxTileProduct(at, tile_stride, mt, panel, tile_stride, nt, kt, cbuf,
                                    kPanelRows);
         } else {
-          TileProduct(kernel, at, tile_stride, mt, panel, tile_stride, nt, kt, cbuf, kPanelRows);
+          EmulatedAmxProduct(at, tile_stride, mt, panel, tile_stride, nt, kt, cbuf, kPanelRows);
         }
         for (int64_t r = 0; r < mt * kTileM && mi * kTileM + r < M; ++r) {
           if (!exact_row(mi * kTileM + r)) continue;

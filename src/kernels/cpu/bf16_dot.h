@@ -6,34 +6,42 @@
 // BF16 numbers is exact in FP32, so these products are the reference's; only the FP32 summation
 // order differs from the FP32 kernels.
 //
-// Tile abstraction (the AMX layout, shared by every implementation):
+// Two arithmetic orders, each fixed per output element and independent of M (rows never mix,
+// every M runs through the same steps), of the output's position in the batch, of blocking and
+// of the thread count; the bias, if any, is added after the sum. Every value is FP32 with
+// round-to-nearest-even; inputs with a zero BF16 exponent (denormals) count as zero; results of
+// the dot-product instructions whose magnitude is below FLT_MIN become a zero of their sign
+// (DAZ / FTZ, as Intel documents both instructions; MXCSR is not used).
+//
+// Order::kAmx (AMX tiles, TDPBF16PS, Intel SDM pseudo-code):
 // - A (activations) is packed as [Mp/16][Kp/32] tiles of 16 rows x 32 BF16 (one 64-byte row per
 //   activation row): Mp = M rounded up to 16, Kp = K rounded up to 32, zero padded.
 // - B (weights, decoded to BF16) is packed per 16 weight rows (output features) as [Kp/32] tiles
 //   of 16 "pair rows" x 16 columns x 2 BF16 (VNNI): element [p][2j + h] of tile t is W[n0 + j]
 //   [32t + 2p + h].
-// - A tile product C[16][16] += A_t · B_t is one TDPBF16PS (AMX) or 16 VDPBF16PS per row.
-// Arithmetic (every value is FP32 with round-to-nearest-even; inputs with a zero BF16 exponent
-// (denormals) count as zero; results whose magnitude is below FLT_MIN become a zero of their
-// sign: DAZ / FTZ, as Intel documents both instructions; MXCSR is not used):
-// - Order::kAmx (TDPBF16PS, Intel SDM pseudo-code): per K tile t, per output element, two
-//   partial sums start at +0: e = fma(a[2p], b[2p], e) and o = fma(a[2p+1], b[2p+1], o) for
-//   p = 0..15; then c = c + (e + o). c starts at +0 and takes the tiles in increasing t.
-// - Order::kVdp (VDPBF16PS, Intel SDM pseudo-code): c starts at +0; per BF16 pair p of K in
-//   increasing order, c = fma(a[2p+1], b[2p+1], c) then c = fma(a[2p], b[2p], c).
-// Both are fixed per output element and independent of M (rows of a tile never mix, every M is
-// padded to whole tiles and run through the same K order), of the output's position in the
-// batch, of N blocking and of the thread count. The bias, if any, is added after the sum.
-// VDPBF16PS was checked bitwise against Order::kVdp's emulation on AMD Zen 4 (kernels_test,
-// 2026-12-02); TDPBF16PS against Order::kAmx is assumed until a CPU with AMX runs
-// Bf16Dot.AmxMatchesItsEmulationBitwise. kernels_test compares the real kernels bitwise against
-// the emulation wherever the CPU has them. NaN payloads are not part of the contract.
+// - Per K tile t, per output element, two partial sums start at +0: e = fma(a[2p], b[2p], e)
+//   and o = fma(a[2p+1], b[2p+1], o) for p = 0..15; then c = c + (e + o). c starts at +0 and
+//   takes the tiles in increasing t. TDPBF16PS against this order is assumed until a CPU with
+//   AMX runs Bf16Dot.AmxMatchesItsEmulationBitwise.
 //
-// Weight rows that are not BF16-exact normal numbers after decoding (an extreme E8M0 scale that
-// makes e4m3 · 2^(e-127) subnormal, or BF16 weights that are subnormal) would not give the
-// reference's products under DAZ, so each 16-row weight tile is checked when it is packed, and
-// a tile that fails is computed instead by FP32 FMAs in increasing k (acc = fma(x, w, acc) from
-// +0; a different but equally fixed order, chosen by the weights alone).
+// Order::kVdp, the lane order (VDPBF16PS): the weights stay in their checkpoint layout and are
+// decoded to BF16 in registers, 64 columns (a "step", two vectors of 16 BF16 pairs) at a time, so
+// a matrix-vector product reads each weight byte once (the tiles' VNNI layout would need a
+// transposition per call). Activation rows are packed once per call in the same order
+// (PackLaneX): position q of step t holds column 64t + LaneColumn(dtype, q) (K padded with zeros
+// to whole steps). Each output has 16 lane accumulators from +0; per step, per vector v = 0, 1,
+// lane l takes the pair at positions 32v + 2l, 2l + 1: acc = fma(a[odd], b[odd], acc), then
+// acc = fma(a[even], b[even], acc) (VDPBF16PS's pseudo-code, checked bitwise on AMD Zen 4 and
+// Zen 5). The result is the sum of the lanes: l + (l + 8), then + 4, + 2, + 1.
+//
+// Weights that do not decode to BF16-exact normal numbers would not give the reference's
+// products under DAZ. Order::kAmx checks each 16-row weight tile when it is packed; the lane
+// order checks each weight row: FP8 / MXFP4 rows whose E8M0 scales all lie in LaneFp8ScaleOk /
+// LaneFp4ScaleOk (bf16_dot_kernels.h) and BF16 rows without denormals take the BF16 products.
+// Failing tiles / rows, and activation rows that are not BF16-exact normals, are computed
+// instead by FP32 FMAs in increasing k (acc = fma(x, w, acc) from +0; a different but equally
+// fixed order, chosen by the values alone). NaN payloads are not part of the contract; e4m3 NaN
+// codes decode to a zero of their sign in the lane order.
 #ifndef DEEPINFER_KERNELS_CPU_BF16_DOT_H_
 #define DEEPINFER_KERNELS_CPU_BF16_DOT_H_
 
@@ -60,7 +68,7 @@ enum class Kernel {
   kEmulatedAmx,  // Order::kAmx in portable code
   kEmulatedVdp,  // Order::kVdp in portable code
   kAmx,          // AMX-BF16 tiles (TDPBF16PS); needs AmxAvailable()
-  kAvx512Bf16,   // AVX512_BF16 VDPBF16PS; needs the CPU feature
+  kAvx512Bf16,   // VDPBF16PS in the lane order; needs Avx512Bf16Available()
 };
 Order OrderOf(Kernel kernel);
 const char* KernelName(Kernel kernel);
@@ -69,14 +77,15 @@ const char* KernelName(Kernel kernel);
 // Linux granting this process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, requested
 // once, on first call). Thread-safe.
 bool AmxAvailable();
-// Whether the CPU has AVX512_BF16 (with AVX-512 F/BW/VL/DQ).
+// Whether the CPU has AVX512_BF16 with AVX-512 F/BW/VL/DQ and VBMI (the FP8 decode's VPERMT2B).
 bool Avx512Bf16Available();
 // Whether `kernel` can run on this machine (emulations: always).
 bool KernelRuns(Kernel kernel);
 
 // C (rows [0, 16·mt), columns [0, 16·nt), row stride ldc floats) = the product of mt packed A
 // tile rows (a, the next one a_stride BF16 further) and nt packed B tile columns (b, b_stride),
-// over kt K tiles each. mt, nt in {1, 2}. The innermost step of Linear; exposed for tests.
+// over kt K tiles each. mt, nt in {1, 2}. Order::kAmx kernels only: the innermost step of their
+// Linear; exposed for tests.
 void TileProduct(Kernel kernel, const uint16_t* a, int64_t a_stride, int mt, const uint16_t* b,
                  int64_t b_stride, int nt, int64_t kt, float* c, int64_t ldc);
 
@@ -92,6 +101,19 @@ int64_t PaddedK(int64_t K);
 void PackA(const float* x, int64_t x_stride, int64_t M, int64_t K, uint16_t* a,
            uint8_t* row_exact = nullptr);
 bool PackB(const float* w, int64_t count, int64_t K, uint16_t* b);
+
+// The lane order's layout (Order::kVdp): the column (within its step of 64) that position q of
+// a packed step holds. FP8: VPUNPCK{L,H}BW's interleave; BF16 and MXFP4: q itself.
+int64_t LaneColumn(WeightDType dtype, int64_t q);
+// x [M, K] (row stride x_stride) as BF16 (round-to-nearest-even) in the lane layout for weights
+// of `dtype`: M rows of LanePaddedK(K) (bf16_dot_kernels.h), zero padded. row_exact[m] (if not
+// null) as PackA's.
+void PackLaneX(const float* x, int64_t x_stride, int64_t M, int64_t K, WeightDType dtype,
+               uint16_t* out, uint8_t* row_exact);
+// Row n of a BF16 / FP8Block (E8M0) / MXFP4 weight as the lane order's BF16 bits, in the layout
+// of PackLaneX (LanePaddedK(K) values). Returns whether the row takes the BF16 products (file
+// comment); the bits of a row that does not are unspecified.
+bool DecodeLaneRow(const WeightView& w, int64_t n, uint16_t* out);
 
 // Whether Linear below applies to this weight and these options: quantize_activations or
 // input_is_bf16 with BF16, FP8Block (E8M0 scales) or MXFP4 weights. F32 weights, F32-scaled FP8

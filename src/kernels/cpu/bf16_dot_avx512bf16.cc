@@ -1,50 +1,425 @@
-// AVX512_BF16 tile products of the BF16-dot GEMM (bf16_dot.h, Kernel::kAvx512Bf16): the B
-// tile's pair row p is one zmm (16 output columns x 2 BF16), each activation row's BF16 pair p
-// is broadcast, and VDPBF16PS accumulates into one zmm of 16 outputs, so an output element's
-// order is Order::kVdp whatever the register blocking. Only this function carries the
-// AVX512_BF16 target attribute.
+// AVX512_BF16 kernels of the BF16-dot Linear in the lane order (bf16_dot.h, Order::kVdp,
+// Kernel::kAvx512Bf16): weights read in their checkpoint layout and decoded to BF16 in registers
+// (FP8: two VPERMT2B table lookups for the low and high bytes of the BF16 value, the sign put
+// back by VPTERNLOGD, VPUNPCK{L,H}BW to words, the E8M0 scale added to the exponent of the
+// nonzero words; MXFP4: one VPERMW lookup of a per-block table that already holds the scale;
+// BF16: as stored), one VDPBF16PS per 32 weights and activation row. Small M streams each weight
+// row once (NR rows far apart, MR activation rows); larger M decodes panels of weight rows
+// once and runs 4 x 4 register tiles over them. Both run every output through the same steps in
+// the same order, so a row's result does not depend on M. The portable emulation in
+// bf16_dot.cc is the oracle (bf16_dot_test compares them bitwise).
+//
+// Everything after the #includes is compiled for AVX-512 F/BW/VL/DQ + BF16 + VBMI; callers run
+// it only where bf16dot::KernelRuns(Kernel::kAvx512Bf16) holds.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/bf16_dot_kernels.h"
+#include "kernels/formats.h"
+
+// clang-format off
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target( \
+    "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi")
+// GCC 12's AVX-512 intrinsics build their unused pass-through operand from a self-initialised
+// variable, which the uninitialised-use warnings report at every inlined use (avx512_inl.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// clang-format on
 
 namespace deepinfer::kernels::bf16dot::internal {
+namespace {
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))) void Avx512Bf16TileProduct(
-    const uint16_t* a, int64_t a_stride, int mt, const uint16_t* b, int64_t b_stride, int nt,
-    int64_t kt, float* c, int64_t ldc) {
-  constexpr int kRows = 4;  // activation rows per register block (4 x 2 accumulators)
-  for (int i = 0; i < mt; ++i) {
-    for (int r0 = 0; r0 < kTileM; r0 += kRows) {
-      __m512 acc[kRows][2];
-      for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-      for (int64_t t = 0; t < kt; ++t) {
-        const uint16_t* at = a + i * a_stride + t * kTileElems + r0 * kTileK;
-        for (int p = 0; p < kTileK / 2; ++p) {
-          __m512i bv[2];
-          for (int j = 0; j < nt; ++j) {
-            bv[j] = _mm512_loadu_si512(b + j * b_stride + t * kTileElems + p * 2 * kTileN);
-          }
-          for (int r = 0; r < kRows; ++r) {
-            int32_t pair;
-            std::memcpy(&pair, at + r * kTileK + 2 * p, sizeof(pair));
-            const __m512i av = _mm512_set1_epi32(pair);
-            for (int j = 0; j < nt; ++j) {
-              acc[r][j] = _mm512_dpbf16_ps(acc[r][j], (__m512bh)av, (__m512bh)bv[j]);
-            }
-          }
+constexpr int64_t kStep = kLaneStep;  // columns per step: two zmm of 16 BF16 pairs
+
+// lanes l and l + 8, then l and l + 4, l and l + 2, l and l + 1 (bf16_dot.h's sum of lanes).
+inline float SumLanes(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+inline __m512 Dot(__m512 acc, __m512i x, __m512i w) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
+}
+
+// The scale's exponent offset as a word to add to a BF16 value's bits.
+inline __m512i ExponentOffset(uint32_t scale_byte) {
+  return _mm512_set1_epi16(static_cast<int16_t>((static_cast<int>(scale_byte) - 127) * 128));
+}
+
+// FP8Block (E8M0 scales). The BF16 bits of each magnitude code come from two 128-entry byte
+// tables (low and high byte, LaneFp8Bf16 without the sign), looked up with the byte itself
+// (VPERMT2B reads its low 7 bits).
+const uint8_t* Fp8Bf16ByteTables() {  // [0, 128): low bytes, [128, 256): high bytes
+  struct Tables {
+    alignas(64) uint8_t v[256];
+    Tables() {
+      for (int c = 0; c < 128; ++c) {
+        const uint16_t bits = LaneFp8Bf16(static_cast<uint8_t>(c), 127);
+        v[c] = static_cast<uint8_t>(bits & 0xFF);
+        v[128 + c] = static_cast<uint8_t>(bits >> 8);
+      }
+    }
+  };
+  static const Tables tables;
+  return tables.v;
+}
+
+struct Fp8Decoder {
+  const uint8_t* data;
+  const uint8_t* scales;
+  int64_t K, scale_cols, scale_row_offset;
+  __m512i lo0, lo1, hi0, hi1;
+  explicit Fp8Decoder(const WeightView& w)
+      : data(static_cast<const uint8_t*>(w.data)),
+        scales(static_cast<const uint8_t*>(w.scales)),
+        K(w.cols),
+        scale_cols((w.cols + 127) / 128),
+        scale_row_offset(w.scale_row_offset) {
+    const uint8_t* t = Fp8Bf16ByteTables();
+    lo0 = _mm512_load_si512(t);
+    lo1 = _mm512_load_si512(t + 64);
+    hi0 = _mm512_load_si512(t + 128);
+    hi1 = _mm512_load_si512(t + 192);
+  }
+  struct Row {
+    const uint8_t* p;
+    const uint8_t* sc;
+    uint32_t bad;
+  };
+  // The row's scales are checked here, once, not per step (the scalar work per step slowed
+  // the vector decode down).
+  Row MakeRow(int64_t n) const {
+    const uint8_t* sc = scales + (n / 128 + scale_row_offset) * scale_cols;
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < scale_cols; ++i) bad |= LaneFp8ScaleOk(sc[i]) ? 0u : 1u;
+    return Row{data + n * K, sc, bad};
+  }
+  const uint8_t* ColumnAddress(int64_t n, int64_t k) const { return data + n * K + k; }
+  __attribute__((always_inline)) void Step(Row& r, int64_t s, __m512i* w0, __m512i* w1) const {
+    const int64_t k = s * kStep;
+    const __m512i b = k + kStep <= K ? _mm512_loadu_si512(r.p + k)
+                                     : _mm512_maskz_loadu_epi8(LaneTailMask64(K - k), r.p + k);
+    const uint32_t sb = r.sc[k / 128];
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, b, lo1);
+    __m512i hi = _mm512_permutex2var_epi8(hi0, b, hi1);
+    hi = _mm512_ternarylogic_epi32(hi, b, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+    const __m512i u0 = _mm512_unpacklo_epi8(lo, hi), u1 = _mm512_unpackhi_epi8(lo, hi);
+    const __m512i e = ExponentOffset(sb), mag = _mm512_set1_epi16(0x7FFF);
+    *w0 = _mm512_mask_add_epi16(u0, _mm512_test_epi16_mask(u0, mag), u0, e);
+    *w1 = _mm512_mask_add_epi16(u1, _mm512_test_epi16_mask(u1, mag), u1, e);
+  }
+  static bool Bad(const Row& r) { return r.bad != 0; }
+};
+
+// MXFP4 (E8M0 scale per 32 columns): zmm h of a step is block 2s + h; lane L holds byte L's two
+// nibbles (columns 2L, 2L + 1), looked up by VPERMW in the block's table, loaded whole from
+// Mxfp4Bf16Tables (a GPR-to-vector broadcast of the scale per 16 weight bytes was the
+// bottleneck).
+const uint16_t* Mxfp4Bf16Tables() {
+  struct Tables {
+    alignas(64) uint16_t v[256][32];
+    Tables() {
+      for (int e = 0; e < 256; ++e) {
+        for (int i = 0; i < 32; ++i) {
+          v[e][i] = LaneFp4Bf16(static_cast<uint8_t>(i & 15), static_cast<uint8_t>(e));
         }
       }
-      for (int r = 0; r < kRows; ++r) {
-        for (int j = 0; j < nt; ++j) {
-          _mm512_storeu_ps(c + (i * kTileM + r0 + r) * ldc + j * kTileN, acc[r][j]);
+    }
+  };
+  static const Tables tables;
+  return &tables.v[0][0];
+}
+
+struct Mxfp4Decoder {
+  const uint8_t* data;
+  const uint8_t* scales;
+  int64_t K;
+  const uint16_t* tables;
+  explicit Mxfp4Decoder(const WeightView& w)
+      : data(static_cast<const uint8_t*>(w.data)),
+        scales(static_cast<const uint8_t*>(w.scales)),
+        K(w.cols),
+        tables(Mxfp4Bf16Tables()) {}
+  struct Row {
+    const uint8_t* p;
+    const uint8_t* sc;
+    uint32_t bad;
+  };
+  Row MakeRow(int64_t n) const {
+    const uint8_t* sc = scales + n * (K / 32);
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < K / 32; ++i) bad |= LaneFp4ScaleOk(sc[i]) ? 0u : 1u;
+    return Row{data + n * (K / 2), sc, bad};
+  }
+  const uint8_t* ColumnAddress(int64_t n, int64_t k) const { return data + n * (K / 2) + k / 2; }
+  __attribute__((always_inline)) __m512i Block(const Row& r, int64_t kb) const {
+    const uint32_t sb = r.sc[kb / 32];
+    const __m512i d =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.p + kb / 2)));
+    // word 0 of lane L: the low nibble (bits 4..0 read by VPERMW); word 1: d << 12 >> 16 = the
+    // high nibble.
+    const __m512i idx =
+        _mm512_ternarylogic_epi32(d, _mm512_slli_epi32(d, 12), _mm512_set1_epi32(0xF), 0xEC);
+    return _mm512_permutexvar_epi16(idx, _mm512_load_si512(tables + 32 * sb));
+  }
+  __attribute__((always_inline)) void Step(Row& r, int64_t s, __m512i* w0, __m512i* w1) const {
+    const int64_t k = s * kStep;
+    *w0 = Block(r, k);
+    *w1 = k + 32 < K ? Block(r, k + 32) : _mm512_setzero_si512();
+  }
+  static bool Bad(const Row& r) { return r.bad != 0; }
+};
+
+// BF16: the stored bits; a denormal (which the instruction would read as zero) marks the row.
+struct Bf16Decoder {
+  const uint16_t* data;
+  int64_t K;
+  explicit Bf16Decoder(const WeightView& w)
+      : data(static_cast<const uint16_t*>(w.data)), K(w.cols) {}
+  struct Row {
+    const uint16_t* p;
+    __mmask32 bad;
+  };
+  Row MakeRow(int64_t n) const { return Row{data + n * K, 0}; }
+  const uint8_t* ColumnAddress(int64_t n, int64_t k) const {
+    return reinterpret_cast<const uint8_t*>(data + n * K + k);
+  }
+  __attribute__((always_inline)) __m512i Load(Row& r, int64_t k) const {
+    const __m512i v = k + 32 <= K ? _mm512_loadu_si512(r.p + k)
+                                  : _mm512_maskz_loadu_epi16(LaneTailMask32(K - k), r.p + k);
+    r.bad |= _mm512_testn_epi16_mask(v, _mm512_set1_epi16(0x7F80)) &
+             _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x007F));
+    return v;
+  }
+  __attribute__((always_inline)) void Step(Row& r, int64_t s, __m512i* w0, __m512i* w1) const {
+    const int64_t k = s * kStep;
+    *w0 = Load(r, k);
+    *w1 = k + 32 < K ? Load(r, k + 32) : _mm512_setzero_si512();
+  }
+  static bool Bad(const Row& r) { return r.bad != 0; }
+};
+
+// MR activation rows against NR weight rows rows[0..NR), each weight row decoded once.
+template <class Dec, int MR, int NR>
+void StreamTile(const Dec& dec, const uint16_t* xp, int64_t kp, const int64_t* rows, float* y,
+                int64_t y_stride, int64_t n0, uint8_t* row_ok) {
+  typename Dec::Row r[NR];
+  for (int j = 0; j < NR; ++j) r[j] = dec.MakeRow(rows[j]);
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  const int64_t steps = kp / kStep;
+  for (int64_t s = 0; s < steps; ++s) {
+    __m512i x0[MR], x1[MR];
+    for (int i = 0; i < MR; ++i) {
+      x0[i] = _mm512_loadu_si512(xp + i * kp + s * kStep);
+      x1[i] = _mm512_loadu_si512(xp + i * kp + s * kStep + 32);
+    }
+    for (int j = 0; j < NR; ++j) {
+      __m512i w0, w1;
+      dec.Step(r[j], s, &w0, &w1);
+      for (int i = 0; i < MR; ++i) {
+        acc[i][j] = Dot(acc[i][j], x0[i], w0);
+        acc[i][j] = Dot(acc[i][j], x1[i], w1);
+      }
+    }
+  }
+  for (int j = 0; j < NR; ++j) {
+    row_ok[rows[j] - n0] = Dec::Bad(r[j]) ? 0 : 1;
+    for (int i = 0; i < MR; ++i) y[i * y_stride + rows[j]] = SumLanes(acc[i][j]);
+  }
+}
+
+// Weight rows [n0, n1) as NR interleaved streams over consecutive parts of the range, then the
+// leftover rows singly (cpu::ForEachRowStream: far-apart rows are long sequential reads).
+template <class Dec, int MR>
+void StreamRows(const Dec& dec, const uint16_t* xp, int64_t kp, int64_t n0, int64_t n1, float* y,
+                int64_t y_stride, uint8_t* row_ok) {
+  constexpr int kNR = MR <= 2 ? 4 : 2;
+  const int64_t per_stream = (n1 - n0) / kNR;
+  for (int64_t r = 0; r < per_stream; ++r) {
+    int64_t rows[kNR];
+    for (int j = 0; j < kNR; ++j) rows[j] = n0 + j * per_stream + r;
+    StreamTile<Dec, MR, kNR>(dec, xp, kp, rows, y, y_stride, n0, row_ok);
+  }
+  for (int64_t n = n0 + kNR * per_stream; n < n1; ++n) {
+    StreamTile<Dec, MR, 1>(dec, xp, kp, &n, y, y_stride, n0, row_ok);
+  }
+}
+
+// MR activation rows against NR decoded panel rows (row stride kp BF16) over the steps of one
+// K chunk [k0, k1): the accumulators start at +0 on the first chunk and are otherwise reloaded
+// from acc_buf (stored there unchanged after every chunk but the last, which writes the sums),
+// so each lane takes exactly the streamed path's sequence.
+template <int MR, int NR>
+void PanelTile(const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0, int64_t k1,
+               bool first, bool last, __m512* acc_buf, float* y, int64_t y_stride) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(&acc_buf[i * 4 + j]);
+    }
+  }
+  for (int64_t k = k0; k < k1; k += kStep) {
+    for (int v = 0; v < 2; ++v) {
+      __m512i xv[MR];
+      for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_si512(xp + i * kp + k + 32 * v);
+      for (int j = 0; j < NR; ++j) {
+        const __m512i wv = _mm512_loadu_si512(panel + j * kp + k + 32 * v);
+        for (int i = 0; i < MR; ++i) acc[i][j] = Dot(acc[i][j], xv[i], wv);
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      if (last) {
+        y[i * y_stride + j] = SumLanes(acc[i][j]);
+      } else {
+        _mm512_store_ps(&acc_buf[i * 4 + j], acc[i][j]);
+      }
+    }
+  }
+}
+
+template <int MR>
+void PanelTileRows(int nr, const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0,
+                   int64_t k1, bool first, bool last, __m512* acc_buf, float* y, int64_t y_stride) {
+  switch (nr) {
+    case 1:
+      return PanelTile<MR, 1>(xp, panel, kp, k0, k1, first, last, acc_buf, y, y_stride);
+    case 2:
+      return PanelTile<MR, 2>(xp, panel, kp, k0, k1, first, last, acc_buf, y, y_stride);
+    case 3:
+      return PanelTile<MR, 3>(xp, panel, kp, k0, k1, first, last, acc_buf, y, y_stride);
+    default:
+      return PanelTile<MR, 4>(xp, panel, kp, k0, k1, first, last, acc_buf, y, y_stride);
+  }
+}
+
+// Blocking of the panel path: per panel (LanePanelRows weight rows, decoded once), blocks of
+// kLaneMC activation rows, and per block K chunks of kLaneKC columns, so a 4-row x chunk (4 KiB)
+// and the panel's chunk (32 KiB at 32 rows) stay in L1 while the 4 x 4 tiles run over them; the
+// tiles' accumulators wait in acc_buf between chunks (kLaneMC x 32 vectors, 128 KiB).
+template <class Dec>
+void PanelRows(const Dec& dec, const uint16_t* xp, int64_t M, int64_t kp, int64_t n0, int64_t n1,
+               float* y, int64_t y_stride, uint16_t* panel, __m512* acc_buf, uint8_t* row_ok) {
+  const int64_t rows_per_panel = LanePanelRows(kp), steps = kp / kStep;
+  for (int64_t nb = n0; nb < n1; nb += rows_per_panel) {
+    const int64_t nc = std::min(rows_per_panel, n1 - nb);
+    for (int64_t r = 0; r < nc; ++r) {
+      typename Dec::Row row = dec.MakeRow(nb + r);
+      uint16_t* out = panel + r * kp;
+      for (int64_t s = 0; s < steps; ++s) {
+        __m512i w0, w1;
+        dec.Step(row, s, &w0, &w1);
+        _mm512_storeu_si512(out + s * kStep, w0);
+        _mm512_storeu_si512(out + s * kStep + 32, w1);
+      }
+      row_ok[nb + r - n0] = Dec::Bad(row) ? 0 : 1;
+    }
+    const int64_t next_nb = nb + rows_per_panel, next_nc = std::min(rows_per_panel, n1 - next_nb);
+    for (int64_t mb = 0; mb < M; mb += kLaneMC) {
+      const int64_t mc = std::min(kLaneMC, M - mb);
+      // One chunk at least: with K = 0 every output is the empty sum.
+      for (int64_t k0 = 0; k0 < std::max<int64_t>(kp, 1); k0 += kLaneKC) {
+        const int64_t k1 = std::min(kp, k0 + kLaneKC);
+        const bool first = k0 == 0, last = k1 >= kp;
+        if (mb == 0) {
+          // The next panel's weights, this chunk's columns, towards L2 while the tiles run: a
+          // panel's decode would otherwise wait for memory, then the tiles for the decode
+          // (batched decode at M = 16 reads the weights about as long as it computes).
+          for (int64_t r = 0; r < next_nc; ++r) {
+            const uint8_t* a = dec.ColumnAddress(next_nb + r, k0);
+            const uint8_t* b = dec.ColumnAddress(next_nb + r, std::min(k1, dec.K));
+            for (; a < b; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
+          }
+        }
+        for (int64_t m = mb; m < mb + mc; m += 4) {
+          const int64_t mr = std::min<int64_t>(4, mb + mc - m);
+          for (int64_t j = 0; j < nc; j += 4) {
+            const int nr = static_cast<int>(std::min<int64_t>(4, nc - j));
+            const uint16_t* xt = xp + m * kp;
+            const uint16_t* pt = panel + j * kp;
+            __m512* ab = acc_buf + ((m - mb) / 4 * (kLanePanelRowsMax / 4) + j / 4) * 16;
+            float* yt = y + m * y_stride + nb + j;
+            switch (mr) {
+              case 1:
+                PanelTileRows<1>(nr, xt, pt, kp, k0, k1, first, last, ab, yt, y_stride);
+                break;
+              case 2:
+                PanelTileRows<2>(nr, xt, pt, kp, k0, k1, first, last, ab, yt, y_stride);
+                break;
+              case 3:
+                PanelTileRows<3>(nr, xt, pt, kp, k0, k1, first, last, ab, yt, y_stride);
+                break;
+              default:
+                PanelTileRows<4>(nr, xt, pt, kp, k0, k1, first, last, ab, yt, y_stride);
+                break;
+            }
+          }
         }
       }
     }
   }
 }
 
+template <class Dec>
+void Rows(const WeightView& w, const uint16_t* xp, int64_t M, int64_t kp, int64_t n0, int64_t n1,
+          float* y, int64_t y_stride, uint16_t* panel, uint8_t* row_ok) {
+  const Dec dec(w);
+  if (M > kLaneStreamMaxM) {
+    // The accumulators after the panel (LanePanelBytes).
+    auto* acc_buf =
+        reinterpret_cast<__m512*>(reinterpret_cast<uint8_t*>(panel) +
+                                  (LanePanelRows(kp) * kp * sizeof(uint16_t) + 63) / 64 * 64);
+    return PanelRows(dec, xp, M, kp, n0, n1, y, y_stride, panel, acc_buf, row_ok);
+  }
+  switch (M) {
+    case 1:
+      return StreamRows<Dec, 1>(dec, xp, kp, n0, n1, y, y_stride, row_ok);
+    case 2:
+      return StreamRows<Dec, 2>(dec, xp, kp, n0, n1, y, y_stride, row_ok);
+    case 3:
+      return StreamRows<Dec, 3>(dec, xp, kp, n0, n1, y, y_stride, row_ok);
+    default:
+      return StreamRows<Dec, 4>(dec, xp, kp, n0, n1, y, y_stride, row_ok);
+  }
+}
+
+}  // namespace
+
+void Avx512Bf16LaneRows(const uint16_t* xp, int64_t M, int64_t kp, const WeightView& w, int64_t n0,
+                        int64_t n1, float* y, int64_t y_stride, uint16_t* panel, uint8_t* row_ok) {
+  switch (w.dtype) {
+    case WeightDType::kFP8Block:
+      return Rows<Fp8Decoder>(w, xp, M, kp, n0, n1, y, y_stride, panel, row_ok);
+    case WeightDType::kMXFP4:
+      return Rows<Mxfp4Decoder>(w, xp, M, kp, n0, n1, y, y_stride, panel, row_ok);
+    default:
+      return Rows<Bf16Decoder>(w, xp, M, kp, n0, n1, y, y_stride, panel, row_ok);
+  }
+}
+
 }  // namespace deepinfer::kernels::bf16dot::internal
+
+// clang-format off
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+// clang-format on

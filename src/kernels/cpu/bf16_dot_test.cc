@@ -6,6 +6,7 @@
 // their emulations where the CPU has them (skipped with a message elsewhere).
 #include "kernels/cpu/bf16_dot.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -89,70 +90,146 @@ TEST(Bf16Dot, PackedLayouts) {
   EXPECT_FALSE(PackB(w.data(), count, K, b.data()));
 }
 
-// Sets x[0][k] = xs[k], W[0][k] = ws[k] for k < 4 in an otherwise zero single-tile problem and
-// returns C[0][0] under `kernel`.
-float FourTermDot(Kernel kernel, const float (&xs)[4], const float (&ws)[4]) {
-  std::vector<float> x(kTileM * kTileK, 0.0f), w(kTileN * kTileK, 0.0f);
-  for (int k = 0; k < 4; ++k) {
-    x[k] = xs[k];
-    w[k] = ws[k];
+// A [N, K] BF16 weight holding the BF16-exact values w.
+struct Bf16Weight {
+  std::vector<uint16_t> bits;
+  WeightView view;
+  Bf16Weight(const std::vector<float>& w, int64_t N, int64_t K) : bits(N * K) {
+    for (int64_t i = 0; i < N * K; ++i) bits[i] = FloatToBf16(w[i]);
+    view = WeightView{WeightDType::kBF16, bits.data(), nullptr, ScaleDType::kE8M0, N, K};
   }
-  std::vector<uint16_t> a(kTileElems), b(kTileElems);
-  PackA(x.data(), kTileK, kTileM, kTileK, a.data());
-  PackB(w.data(), kTileN, kTileK, b.data());
-  std::vector<float> c(kTileM * kTileN);
-  TileProduct(kernel, a.data(), 0, 1, b.data(), 0, 1, 1, c.data(), kTileN);
-  return c[0];
+};
+
+// y = x · W^T through Linear(kernel) with BF16 weights and activations promised BF16.
+std::vector<float> Bf16Linear(Kernel kernel, const std::vector<float>& x, int64_t M,
+                              const std::vector<float>& w, int64_t N, int64_t K) {
+  const Bf16Weight weight(w, N, K);
+  LinearOptions opt;
+  opt.input_is_bf16 = true;
+  Workspace ws;
+  const size_t bytes = LinearWorkspaceBytes(M, weight.view, opt, 1);
+  std::vector<float> y(M * N, -7.0f);
+  Linear(kernel, x.data(), M, weight.view, y.data(), opt, nullptr, ws.Get(bytes), bytes);
+  return y;
+}
+
+// x[k] = xs[k], W[0][k] = ws[k] for k < 4: the one output under `kernel`.
+float FourTermDot(Kernel kernel, const float (&xs)[4], const float (&ws)[4]) {
+  return Bf16Linear(kernel, std::vector<float>(xs, xs + 4), 1, std::vector<float>(ws, ws + 4), 1,
+                    4)[0];
 }
 
 // Products p0..p3 = 1, 2^-24, -1, 2^-24. AMX: e = p0 + p2 = 0, o = p1 + p3 = 2^-23, c = 2^-23.
-// VDPBF16PS: c = p1 = 2^-24, c + p0 = 1 + 2^-24 rounds (tie, even) to 1, + p3 rounds to 1 again,
-// + p2 = 0.
+// Lane order: lane 0 = p1 + p0 = 1 + 2^-24, which rounds (tie, even) to 1; lane 1 = p3 + p2 =
+// -1 + 2^-24 (exact); their sum is 2^-24.
 TEST(Bf16Dot, EmulatedPairOrdersHandComputed) {
   const float xs[4] = {1.0f, 0x1p-12f, -1.0f, 0x1p-12f};
   const float ws[4] = {1.0f, 0x1p-12f, 1.0f, 0x1p-12f};
   EXPECT_EQ(FourTermDot(Kernel::kEmulatedAmx, xs, ws), 0x1p-23f);
-  EXPECT_EQ(FourTermDot(Kernel::kEmulatedVdp, xs, ws), 0.0f);
+  EXPECT_EQ(FourTermDot(Kernel::kEmulatedVdp, xs, ws), 0x1p-24f);
+}
+
+// The lane order's layout: FP8 steps hold VPUNPCK{L,H}BW's interleave, the others the columns
+// in order; padding is +0. The decoded bits are the reference's values where a row passes, and
+// rows with a scale outside the exact range (or BF16 denormals) do not.
+TEST(Bf16Dot, LaneLayoutAndDecode) {
+  EXPECT_EQ(LaneColumn(WeightDType::kFP8Block, 0), 0);
+  EXPECT_EQ(LaneColumn(WeightDType::kFP8Block, 7), 7);
+  EXPECT_EQ(LaneColumn(WeightDType::kFP8Block, 8), 16);  // word 8: second 128-bit lane
+  EXPECT_EQ(LaneColumn(WeightDType::kFP8Block, 32), 8);  // vector 1 (unpackhi), word 0
+  EXPECT_EQ(LaneColumn(WeightDType::kFP8Block, 63), 63);
+  EXPECT_EQ(LaneColumn(WeightDType::kFP8Block, 45), 24 + 5);
+  EXPECT_EQ(LaneColumn(WeightDType::kBF16, 45), 45);
+  std::vector<bool> seen(64);
+  for (int q = 0; q < 64; ++q) seen[LaneColumn(WeightDType::kFP8Block, q)] = true;
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), 64);  // a permutation
+
+  const int64_t M = 2, K = 70;  // two steps, the second mostly padding
+  std::vector<float> x(M * K);
+  for (int64_t i = 0; i < M * K; ++i) x[i] = static_cast<float>(i + 1);
+  x[K + 3] = 1.0f + 0x1p-12f;  // row 1 is not BF16
+  std::vector<uint16_t> packed(M * 128, 0xFFFF);
+  uint8_t exact[M];
+  PackLaneX(x.data(), K, M, K, WeightDType::kFP8Block, packed.data(), exact);
+  EXPECT_EQ(exact[0], 1);
+  EXPECT_EQ(exact[1], 0);
+  EXPECT_EQ(Bf16ToFloat(packed[8]), x[16]);
+  EXPECT_EQ(packed[64 + 32], 0);  // column 72: past K
+  EXPECT_EQ(Bf16ToFloat(packed[128 + 64 + 5]), x[K + 64 + 5]);
+
+  std::mt19937 rng(29);
+  for (WeightDType dtype : {WeightDType::kFP8Block, WeightDType::kMXFP4}) {
+    SCOPED_TRACE(static_cast<int>(dtype));
+    const int64_t N = 384, Kw = 160;
+    std::vector<uint8_t> data(WeightDataBytes(dtype, N, Kw)),
+        scales(WeightScaleCount(dtype, N, Kw));
+    std::uniform_int_distribution<int> byte(0, 255), exponent(100, 140);
+    for (uint8_t& d : data) d = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& e : scales) e = static_cast<uint8_t>(exponent(rng));
+    scales[1] = dtype == WeightDType::kFP8Block ? 9 : 1;  // rows 0..127 (FP8) / row 0 (MXFP4)
+    scales[scales.size() - 1] = dtype == WeightDType::kFP8Block ? 247 : 253;  // the last rows
+    const WeightView w{dtype, data.data(), scales.data(), ScaleDType::kE8M0, N, Kw};
+    std::vector<uint16_t> bits(192);
+    std::vector<float> ref_row(Kw);
+    for (int64_t n : {int64_t{0}, int64_t{130}, N - 1}) {
+      const bool ok = DecodeLaneRow(w, n, bits.data());
+      EXPECT_EQ(ok, n == 130) << "row " << n;
+      if (!ok) continue;
+      ref::DecodeWeightRow(w, n, ref_row.data());
+      for (int64_t q = 0; q < 192; ++q) {
+        const int64_t k = q / 64 * 64 + LaneColumn(dtype, q % 64);
+        if (k >= Kw) {
+          ASSERT_EQ(bits[q], 0);
+          continue;
+        }
+        const float v = std::isnan(ref_row[k]) ? 0.0f : ref_row[k];
+        ASSERT_EQ(Bf16ToFloat(bits[q]), v) << "column " << k;
+      }
+    }
+  }
 }
 
 // DAZ: BF16 denormal inputs count as zero. FTZ: 2^-100 · 2^-30 = 2^-130 is below FLT_MIN and
-// becomes +0 (an IEEE FMA would return the denormal).
+// becomes +0 (an IEEE FMA would return the denormal). Tile level for the AMX order; the lane
+// order through Linear, where a denormal weight sends its row to the FP32 fallback instead.
 TEST(Bf16Dot, EmulatedDenormalsAreFlushed) {
-  for (Kernel kernel : kEmulations) {
-    SCOPED_TRACE(KernelName(kernel));
-    std::vector<float> x(kTileM * kTileK, 0.0f), w(kTileN * kTileK, 0.0f);
-    std::vector<uint16_t> a(kTileElems), b(kTileElems);
-    std::vector<float> c(kTileM * kTileN);
-    x[0] = 0x1p-100f;
-    w[0] = 0x1p-30f;
-    PackA(x.data(), kTileK, kTileM, kTileK, a.data());
-    PackB(w.data(), kTileN, kTileK, b.data());
-    TileProduct(kernel, a.data(), 0, 1, b.data(), 0, 1, 1, c.data(), kTileN);
-    EXPECT_EQ(FloatBits(c[0]), 0u);
-    // A denormal BF16 weight (0x0001 = 2^-133) times 2^100: DAZ gives 0, not 2^-33.
-    b[0] = 0x0001;
-    x[0] = 0x1p100f;
-    PackA(x.data(), kTileK, kTileM, kTileK, a.data());
-    TileProduct(kernel, a.data(), 0, 1, b.data(), 0, 1, 1, c.data(), kTileN);
-    EXPECT_EQ(c[0], 0.0f);
-  }
+  std::vector<float> x(kTileM * kTileK, 0.0f), w(kTileN * kTileK, 0.0f);
+  std::vector<uint16_t> a(kTileElems), b(kTileElems);
+  std::vector<float> c(kTileM * kTileN);
+  x[0] = 0x1p-100f;
+  w[0] = 0x1p-30f;
+  PackA(x.data(), kTileK, kTileM, kTileK, a.data());
+  PackB(w.data(), kTileN, kTileK, b.data());
+  TileProduct(Kernel::kEmulatedAmx, a.data(), 0, 1, b.data(), 0, 1, 1, c.data(), kTileN);
+  EXPECT_EQ(FloatBits(c[0]), 0u);
+  EXPECT_EQ(FloatBits(Bf16Linear(Kernel::kEmulatedVdp, {0x1p-100f}, 1, {0x1p-30f}, 1, 1)[0]), 0u);
+  // A denormal BF16 weight (0x0001 = 2^-133) times 2^100: DAZ gives 0, not 2^-33.
+  b[0] = 0x0001;
+  x[0] = 0x1p100f;
+  PackA(x.data(), kTileK, kTileM, kTileK, a.data());
+  TileProduct(Kernel::kEmulatedAmx, a.data(), 0, 1, b.data(), 0, 1, 1, c.data(), kTileN);
+  EXPECT_EQ(c[0], 0.0f);
+  EXPECT_EQ(Bf16Linear(Kernel::kEmulatedVdp, {0x1p100f}, 1, {0x1p-133f}, 1, 1)[0], 0x1p-33f);
 }
+
+// Random BF16-exact operands [M, K] x [N, K] (integers in [-8, 8] when `integers`).
+struct LinearProblem {
+  int64_t M, N, K;
+  std::vector<float> x, w;
+  LinearProblem(int64_t m, int64_t n, int64_t k, bool integers, std::mt19937& rng)
+      : M(m), N(n), K(k), x(m * k), w(n * k) {
+    std::uniform_int_distribution<int> small(-8, 8);
+    for (float& v : x) v = integers ? static_cast<float>(small(rng)) : RandomExact(rng);
+    for (float& v : w) v = integers ? static_cast<float>(small(rng)) : RandomExact(rng);
+  }
+};
 
 // Small integers: every partial sum is exact, so both orders give the exact dot product.
 TEST(Bf16Dot, EmulationsAreExactOnIntegers) {
   std::mt19937 rng(7);
-  std::uniform_int_distribution<int> small(-8, 8);
-  const int mt = 2, nt = 2;
-  const int64_t kt = 3;
-  TileProblem pr(mt, nt, kt, rng);
-  for (float& v : pr.x) v = static_cast<float>(small(rng));
-  for (float& v : pr.w) v = static_cast<float>(small(rng));
-  PackA(pr.x.data(), pr.K, pr.M, pr.K, pr.a.data());
-  for (int j = 0; j < nt; ++j) {
-    PackB(pr.w.data() + j * kTileN * pr.K, kTileN, pr.K, pr.b.data() + j * kTileN * pr.K);
-  }
+  const LinearProblem pr(32, 32, 96, true, rng);
   for (Kernel kernel : kEmulations) {
-    const std::vector<float> c = pr.Run(kernel, mt, nt);
+    const std::vector<float> c = Bf16Linear(kernel, pr.x, pr.M, pr.w, pr.N, pr.K);
     for (int64_t m = 0; m < pr.M; ++m) {
       for (int64_t n = 0; n < pr.N; ++n) {
         double exact = 0;
@@ -169,34 +246,33 @@ TEST(Bf16Dot, EmulationsAreExactOnIntegers) {
 TEST(Bf16Dot, EmulationsWithinExactProductBound) {
   std::mt19937 rng(11);
   for (Kernel kernel : kEmulations) {
-    for (const auto& [mt, nt, kt] :
-         {std::tuple{1, 1, 1}, std::tuple{2, 1, 4}, std::tuple{1, 2, 7}, std::tuple{2, 2, 2}}) {
-      TileProblem pr(mt, nt, kt, rng);
-      const std::vector<float> c = pr.Run(kernel, mt, nt);
-      for (int64_t m = 0; m < pr.M; ++m) {
-        for (int64_t n = 0; n < pr.N; ++n) {
+    for (const auto& [m, n, k] : {std::tuple{16, 16, 32}, std::tuple{32, 16, 128},
+                                  std::tuple{5, 32, 224}, std::tuple{17, 9, 64}}) {
+      const LinearProblem pr(m, n, k, false, rng);
+      const std::vector<float> c = Bf16Linear(kernel, pr.x, pr.M, pr.w, pr.N, pr.K);
+      for (int64_t i = 0; i < pr.M; ++i) {
+        for (int64_t j = 0; j < pr.N; ++j) {
           double exact = 0, magnitude = 0;
-          for (int64_t k = 0; k < pr.K; ++k) {
-            const double p = double{pr.x[m * pr.K + k]} * pr.w[n * pr.K + k];
+          for (int64_t kk = 0; kk < pr.K; ++kk) {
+            const double p = double{pr.x[i * pr.K + kk]} * pr.w[j * pr.K + kk];
             exact += p;
             magnitude += std::fabs(p);
           }
           const double bound = (pr.K + 2) * 0x1p-24 * magnitude;
-          ASSERT_LE(std::fabs(c[m * pr.N + n] - exact), bound)
-              << KernelName(kernel) << " m " << m << " n " << n << " K " << pr.K;
+          ASSERT_LE(std::fabs(c[i * pr.N + j] - exact), bound)
+              << KernelName(kernel) << " m " << i << " n " << j << " K " << pr.K;
         }
       }
     }
   }
 }
 
-// The emulations of the two orders differ (they are different instructions' arithmetic), but a
-// tile's rows and columns never depend on the tiles next to them: a 2 x 2 product equals its
-// four 1 x 1 parts bitwise.
+// A tile's rows and columns never depend on the tiles next to them: a 2 x 2 product equals
+// its four 1 x 1 parts bitwise (AMX order; the lane order has no tiles).
 TEST(Bf16Dot, TileBlockingDoesNotChangeResults) {
   std::mt19937 rng(5);
   TileProblem pr(2, 2, 5, rng);
-  for (Kernel kernel : kEmulations) {
+  for (Kernel kernel : {Kernel::kEmulatedAmx}) {
     const std::vector<float> whole = pr.Run(kernel, 2, 2);
     for (int i = 0; i < 2; ++i) {
       for (int j = 0; j < 2; ++j) {
@@ -463,14 +539,17 @@ TEST(Bf16Dot, ActiveKernelFollowsTheEnvironment) {
   }
 }
 
-// The hardware kernels against their emulations, bitwise: tile products and whole Linears.
+// The hardware kernels against their emulations, bitwise: tile products (AMX) and whole
+// Linears at every M of the streamed (1-4) and panel (5+) paths of the lane order.
 void CheckHardwareAgainstEmulation(Kernel hardware, Kernel emulation) {
   std::mt19937 rng(13);
-  for (const auto& [mt, nt, kt] :
-       {std::tuple{1, 1, 1}, std::tuple{2, 1, 3}, std::tuple{1, 2, 4}, std::tuple{2, 2, 9}}) {
-    TileProblem pr(mt, nt, kt, rng);
-    EXPECT_EQ(pr.Run(hardware, mt, nt), pr.Run(emulation, mt, nt))
-        << "tiles " << mt << "x" << nt << " K tiles " << kt;
+  if (OrderOf(hardware) == Order::kAmx) {
+    for (const auto& [mt, nt, kt] :
+         {std::tuple{1, 1, 1}, std::tuple{2, 1, 3}, std::tuple{1, 2, 4}, std::tuple{2, 2, 9}}) {
+      TileProblem pr(mt, nt, kt, rng);
+      EXPECT_EQ(pr.Run(hardware, mt, nt), pr.Run(emulation, mt, nt))
+          << "tiles " << mt << "x" << nt << " K tiles " << kt;
+    }
   }
   std::normal_distribution<float> normal(0.0f, 1.0f);
   ThreadPool pool(2);
@@ -478,12 +557,33 @@ void CheckHardwareAgainstEmulation(Kernel hardware, Kernel emulation) {
     RandomWeight w(s.dtype, s.N, s.K, rng);
     LinearOptions opt;
     opt.quantize_activations = true;
-    for (int64_t M : {1, 16, 37}) {
+    for (int64_t M : {1, 2, 3, 4, 5, 16, 37}) {
       std::vector<float> x(M * s.K);
       for (float& v : x) v = normal(rng);
       EXPECT_EQ(RunLinear(hardware, x, M, w.view, opt, &pool),
                 RunLinear(emulation, x, M, w.view, opt, nullptr))
           << "dtype " << static_cast<int>(s.dtype) << " M " << M;
+    }
+  }
+  // Scales across the whole E8M0 range and BF16 denormals: rows on both sides of the exact
+  // range, so the hardware's choice of the rows that take the fallback is compared too.
+  for (const Shape& s : {Shape{WeightDType::kFP8Block, 640, 200},
+                         Shape{WeightDType::kMXFP4, 96, 96}, Shape{WeightDType::kBF16, 40, 70}}) {
+    RandomWeight w(s.dtype, s.N, s.K, rng, 0, 255);
+    if (s.dtype == WeightDType::kBF16) {
+      uint16_t* h = reinterpret_cast<uint16_t*>(w.data.data());
+      h[3 * s.K + 5] = 0x0001;
+      h[9 * s.K + 69] = 0x8003;
+    }
+    LinearOptions opt;
+    opt.quantize_activations = true;
+    for (int64_t M : {1, 3, 9}) {
+      std::vector<float> x(M * s.K);
+      for (float& v : x) v = normal(rng);
+      const std::vector<float> got = RunLinear(hardware, x, M, w.view, opt, &pool);
+      const std::vector<float> want = RunLinear(emulation, x, M, w.view, opt, nullptr);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << "extreme values, dtype " << static_cast<int>(s.dtype) << " M " << M;
     }
   }
   std::string failure;
