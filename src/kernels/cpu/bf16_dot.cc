@@ -236,11 +236,18 @@ bool Applies(const WeightView& w, const LinearOptions& opt) {
 }
 
 int64_t LaneColumn(WeightDType dtype, int64_t q) {
-  if (dtype != WeightDType::kFP8Block) return q;
-  // VPUNPCK{L,H}BW interleave within 128-bit lanes: zmm h, word 8i + r (i = 128-bit lane,
-  // r < 8) holds byte 16i + 8h + r.
   const int64_t h = q / 32, word = q % 32;
-  return 16 * (word / 8) + 8 * h + word % 8;
+  switch (dtype) {
+    case WeightDType::kFP8Block:
+      // VPUNPCK{L,H}BW interleave within 128-bit lanes: zmm h, word 8i + r (i = 128-bit lane,
+      // r < 8) holds byte 16i + 8h + r.
+      return 16 * (word / 8) + 8 * h + word % 8;
+    case WeightDType::kMXFP4:
+      // Word w of zmm h: byte w % 16 of block w / 16, its low (h = 0) or high (h = 1) nibble.
+      return 32 * (word / 16) + 2 * (word % 16) + h;
+    default:
+      return q;
+  }
 }
 
 void PackLaneX(const float* x, int64_t x_stride, int64_t M, int64_t K, WeightDType dtype,
@@ -250,17 +257,26 @@ void PackLaneX(const float* x, int64_t x_stride, int64_t M, int64_t K, WeightDTy
   for (int64_t q = 0; q < internal::kLaneStep; ++q) column[q] = LaneColumn(dtype, q);
   for (int64_t m = 0; m < M; ++m) {
     const float* xr = x + m * x_stride;
-    bool exact = true;
+    // Integer tests the compiler vectorises (a decode step's activations are packed in a few
+    // microseconds, which a small expert's matrix-vector product would otherwise pay per call):
+    // BF16-exact = low half zero; not flushed by DAZ = a nonzero exponent, or zero.
+    uint32_t inexact = 0;
     for (int64_t k = 0; k < K; ++k) {
-      const float v = xr[k];
-      exact = exact && Bf16ToFloat(FloatToBf16(v)) == v && (v == 0.0f || std::fabs(v) >= kFltMin);
+      uint32_t bits;
+      std::memcpy(&bits, xr + k, sizeof(bits));
+      const uint32_t mag = bits & 0x7FFFFFFFu;
+      inexact |= (bits & 0xFFFFu) | static_cast<uint32_t>(mag != 0 && (mag & 0x7F800000u) == 0);
     }
-    if (row_exact != nullptr) row_exact[m] = exact ? 1 : 0;
+    if (row_exact != nullptr) row_exact[m] = inexact == 0 ? 1 : 0;
+    // An exact value's BF16 is its high half; an inexact row's values are not used (its outputs
+    // come from the FP32 fallback).
     uint16_t* o = out + m * kp;
     for (int64_t k0 = 0; k0 < kp; k0 += internal::kLaneStep) {
       for (int64_t q = 0; q < internal::kLaneStep; ++q) {
         const int64_t k = k0 + column[q];
-        o[k0 + q] = k < K ? FloatToBf16(xr[k]) : 0;
+        uint32_t bits = 0;
+        if (k < K) std::memcpy(&bits, xr + k, sizeof(bits));
+        o[k0 + q] = static_cast<uint16_t>(bits >> 16);
       }
     }
   }

@@ -31,8 +31,9 @@
 // (PackLaneX): position q of step t holds column 64t + LaneColumn(dtype, q) (K padded with zeros
 // to whole steps). Each output has 16 lane accumulators from +0; per step, per vector v = 0, 1,
 // lane l takes the pair at positions 32v + 2l, 2l + 1: acc = fma(a[odd], b[odd], acc), then
-// acc = fma(a[even], b[even], acc) (VDPBF16PS's pseudo-code, checked bitwise on AMD Zen 4 and
-// Zen 5). The result is the sum of the lanes: l + (l + 8), then + 4, + 2, + 1.
+// acc = fma(a[even], b[even], acc) (VDPBF16PS's pseudo-code; real VDPBF16PS matched it bitwise
+// on AMD Zen 4, in an earlier tile order, and on Zen 5 in this one). The result is the sum of the
+// lanes: l + (l + 8), then + 4, + 2, + 1.
 //
 // Weights that do not decode to BF16-exact normal numbers would not give the reference's
 // products under DAZ. Order::kAmx checks each 16-row weight tile when it is packed; the lane
@@ -103,11 +104,12 @@ void PackA(const float* x, int64_t x_stride, int64_t M, int64_t K, uint16_t* a,
 bool PackB(const float* w, int64_t count, int64_t K, uint16_t* b);
 
 // The lane order's layout (Order::kVdp): the column (within its step of 64) that position q of
-// a packed step holds. FP8: VPUNPCK{L,H}BW's interleave; BF16 and MXFP4: q itself.
+// a packed step holds. FP8: VPUNPCK{L,H}BW's interleave; MXFP4: the low nibbles of the step's
+// two blocks, then their high nibbles; BF16: q itself.
 int64_t LaneColumn(WeightDType dtype, int64_t q);
-// x [M, K] (row stride x_stride) as BF16 (round-to-nearest-even) in the lane layout for weights
-// of `dtype`: M rows of LanePaddedK(K) (bf16_dot_kernels.h), zero padded. row_exact[m] (if not
-// null) as PackA's.
+// x [M, K] (row stride x_stride) as BF16 in the lane layout for weights of `dtype`: M rows of
+// LanePaddedK(K) (bf16_dot_kernels.h), zero padded. row_exact[m] (if not null) as PackA's; the
+// packed values of a row that is not exact are unspecified.
 void PackLaneX(const float* x, int64_t x_stride, int64_t M, int64_t K, WeightDType dtype,
                uint16_t* out, uint8_t* row_exact);
 // Row n of a BF16 / FP8Block (E8M0) / MXFP4 weight as the lane order's BF16 bits, in the layout

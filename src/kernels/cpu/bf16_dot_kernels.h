@@ -38,7 +38,7 @@ inline int64_t LanePaddedK(int64_t K) { return (K + kLaneStep - 1) / kLaneStep *
 // rows per block and columns per K chunk (bf16_dot_avx512bf16.cc's PanelRows).
 constexpr int64_t kLanePanelRowsMax = 32;
 constexpr int64_t kLaneMC = 64;
-constexpr int64_t kLaneKC = 512;
+constexpr int64_t kLaneKC = 1024;
 inline int64_t LanePanelRows(int64_t kp) {
   constexpr int64_t kBudget = int64_t{512} << 10;
   if (kp * 2 * kLanePanelRowsMax <= kBudget) return kLanePanelRowsMax;
@@ -59,8 +59,10 @@ inline uint32_t LaneTailMask32(int64_t r) {
 }
 // E8M0 scale bytes whose products with every nonzero e4m3 (2^-9 .. 448) / e2m1 (0.5 .. 6) value
 // are BF16 normal numbers: the weight rows whose scales all pass take the BF16 products.
-inline bool LaneFp8ScaleOk(uint8_t s) { return s >= 10 && s <= 246; }
-inline bool LaneFp4ScaleOk(uint8_t s) { return s >= 2 && s <= 252; }
+constexpr uint8_t kLaneFp8ScaleMin = 10, kLaneFp8ScaleMax = 246;
+constexpr uint8_t kLaneFp4ScaleMin = 2, kLaneFp4ScaleMax = 252;
+inline bool LaneFp8ScaleOk(uint8_t s) { return s >= kLaneFp8ScaleMin && s <= kLaneFp8ScaleMax; }
+inline bool LaneFp4ScaleOk(uint8_t s) { return s >= kLaneFp4ScaleMin && s <= kLaneFp4ScaleMax; }
 // The BF16 bits of e4m3 `code` times 2^(s - 127): the code's BF16 value (NaN codes: a zero of
 // the code's sign) with s - 127 added to the 16-bit word when the magnitude is not zero
 // (exact wherever the scale passes LaneFp8ScaleOk).

@@ -140,9 +140,15 @@ TEST(Bf16Dot, LaneLayoutAndDecode) {
   EXPECT_EQ(LaneColumn(WeightDType::kFP8Block, 63), 63);
   EXPECT_EQ(LaneColumn(WeightDType::kFP8Block, 45), 24 + 5);
   EXPECT_EQ(LaneColumn(WeightDType::kBF16, 45), 45);
-  std::vector<bool> seen(64);
-  for (int q = 0; q < 64; ++q) seen[LaneColumn(WeightDType::kFP8Block, q)] = true;
-  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), 64);  // a permutation
+  EXPECT_EQ(LaneColumn(WeightDType::kMXFP4, 1), 2);    // low nibbles first
+  EXPECT_EQ(LaneColumn(WeightDType::kMXFP4, 16), 32);  // the second block
+  EXPECT_EQ(LaneColumn(WeightDType::kMXFP4, 32), 1);   // vector 1: high nibbles
+  EXPECT_EQ(LaneColumn(WeightDType::kMXFP4, 63), 63);
+  for (WeightDType dtype : {WeightDType::kFP8Block, WeightDType::kMXFP4}) {
+    std::vector<bool> seen(64);
+    for (int q = 0; q < 64; ++q) seen[LaneColumn(dtype, q)] = true;
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), true), 64);  // a permutation
+  }
 
   const int64_t M = 2, K = 70;  // two steps, the second mostly padding
   std::vector<float> x(M * K);
@@ -155,7 +161,7 @@ TEST(Bf16Dot, LaneLayoutAndDecode) {
   EXPECT_EQ(exact[1], 0);
   EXPECT_EQ(Bf16ToFloat(packed[8]), x[16]);
   EXPECT_EQ(packed[64 + 32], 0);  // column 72: past K
-  EXPECT_EQ(Bf16ToFloat(packed[128 + 64 + 5]), x[K + 64 + 5]);
+  EXPECT_EQ(Bf16ToFloat(packed[64 + 5]), x[64 + 5]);
 
   std::mt19937 rng(29);
   for (WeightDType dtype : {WeightDType::kFP8Block, WeightDType::kMXFP4}) {
