@@ -1,6 +1,7 @@
-// The BF16-dot GEMM (bf16_dot.h): packing, the portable emulations of the two tile orders, the
-// ISA-independent loop nest, the self-check and the choice of kernel. Compiled for the baseline
-// ISA; the hardware tile products live in bf16_dot_amx.cc / bf16_dot_avx512bf16.cc.
+// The BF16-dot Linear (bf16_dot.h): packing, the portable emulations of both orders (the AMX
+// tile order and the lane order), the ISA-independent loop nests, the FP32 fallback, the
+// self-check and the choice of kernel. Compiled for the baseline ISA; the hardware kernels live
+// in bf16_dot_amx.cc / bf16_dot_avx512bf16.cc.
 #include "kernels/cpu/bf16_dot.h"
 
 #include <algorithm>
@@ -345,11 +346,15 @@ void EmulatedLaneRows(const uint16_t* xp, int64_t M, int64_t kp, const WeightVie
   }
 }
 
-// Per-thread scratch of the lane order: the decoded panel (or the emulation's decoded row) and
-// one weight row in FP32 for the fallback.
-size_t LanePerThreadBytes(int64_t K) {
+// Per-thread scratch of the lane order: the decoded panel with its accumulators (M above the
+// streamed path's) or the emulation's decoded row, then one weight row in FP32 for the fallback.
+size_t LaneScratchBytes(int64_t M, int64_t K) {
   const int64_t kp = internal::LanePaddedK(K);
-  return Align64(internal::LanePanelBytes(kp)) + Align64(K * sizeof(float));
+  return Align64(M > internal::kLaneStreamMaxM ? internal::LanePanelBytes(kp)
+                                               : kp * sizeof(uint16_t));
+}
+size_t LanePerThreadBytes(int64_t M, int64_t K) {
+  return LaneScratchBytes(M, K) + Align64(K * sizeof(float));
 }
 
 size_t LaneWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
@@ -358,7 +363,7 @@ size_t LaneWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& o
   size_t bytes =
       Align64(M * internal::LanePaddedK(K) * sizeof(uint16_t)) + Align64(M) + Align64(w.rows);
   if (opt.quantize_activations) bytes += Align64(M * K * sizeof(float));
-  return bytes + static_cast<size_t>(std::max(num_threads, 1)) * LanePerThreadBytes(K);
+  return bytes + static_cast<size_t>(std::max(num_threads, 1)) * LanePerThreadBytes(M, K);
 }
 
 // Linear in the lane order (Kernel::kEmulatedVdp, Kernel::kAvx512Bf16).
@@ -385,11 +390,11 @@ void LaneLinear(Kernel kernel, const float* x, int64_t M, const WeightView& w, f
   next += Align64(N);
   PackLaneX(xin, x_stride, M, K, w.dtype, xp, row_exact);
   uint8_t* scratch = next;
-  const size_t per_thread = LanePerThreadBytes(K);
+  const size_t per_thread = LanePerThreadBytes(M, K);
   cpu::ForEachThreadRange(N, 16, pool, threads, [&](int64_t n0, int64_t n1, int slot) {
     uint8_t* mine = scratch + slot * per_thread;
     auto* panel = reinterpret_cast<uint16_t*>(mine);
-    auto* wrow = reinterpret_cast<float*>(mine + Align64(internal::LanePanelBytes(kp)));
+    auto* wrow = reinterpret_cast<float*>(mine + LaneScratchBytes(M, K));
     if (kernel == Kernel::kAvx512Bf16) {
       internal::Avx512Bf16LaneRows(xp, M, kp, w, n0, n1, y, y_stride, panel, row_ok + n0);
     } else {
@@ -432,6 +437,7 @@ void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float
   CHECK(Applies(w, opt)) << "the BF16-dot Linear needs BF16-exact operands";
   const int threads = pool != nullptr ? pool->num_threads() : 1;
   CHECK_GE(workspace_bytes, LinearWorkspaceBytes(M, w, opt, threads));
+  CHECK(reinterpret_cast<uintptr_t>(workspace) % 64 == 0) << "workspace must be 64-byte aligned";
   if (M == 0 || w.rows == 0) return;
   if (OrderOf(kernel) == Order::kVdp) {
     return LaneLinear(kernel, x, M, w, y, opt, pool, workspace, threads);

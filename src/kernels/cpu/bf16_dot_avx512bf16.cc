@@ -182,7 +182,7 @@ struct Mxfp4Decoder {
     const int64_t k = s * kStep;
     const bool two = k + 32 < K;  // K % 32 == 0: the step has one block or two
     const __m256i bytes = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.p + k / 2))
-                              : _mm256_castsi128_si256(
+                              : _mm256_zextsi128_si256(
                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(r.p + k / 2)));
     const __m512i w = _mm512_cvtepu8_epi16(bytes);
     const uint32_t sa = r.sc[k / 32], sb = two ? r.sc[k / 32 + 1] : 127;

@@ -559,6 +559,10 @@ void CheckHardwareAgainstEmulation(Kernel hardware, Kernel emulation) {
   }
   std::normal_distribution<float> normal(0.0f, 1.0f);
   ThreadPool pool(2);
+  // Bitwise (memcmp: the sign of a zero counts too).
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
   for (const Shape& s : kShapes) {
     RandomWeight w(s.dtype, s.N, s.K, rng);
     LinearOptions opt;
@@ -566,9 +570,32 @@ void CheckHardwareAgainstEmulation(Kernel hardware, Kernel emulation) {
     for (int64_t M : {1, 2, 3, 4, 5, 16, 37}) {
       std::vector<float> x(M * s.K);
       for (float& v : x) v = normal(rng);
-      EXPECT_EQ(RunLinear(hardware, x, M, w.view, opt, &pool),
-                RunLinear(emulation, x, M, w.view, opt, nullptr))
+      EXPECT_TRUE(same(RunLinear(hardware, x, M, w.view, opt, &pool),
+                       RunLinear(emulation, x, M, w.view, opt, nullptr)))
           << "dtype " << static_cast<int>(s.dtype) << " M " << M;
+    }
+  }
+  // Several K chunks of the panel path (accumulators saved and reloaded), several blocks of
+  // activation rows (M > 64), a step with one MXFP4 block (K % 64 == 32), and panels of fewer
+  // than 32 rows (K > 8192).
+  for (const auto& [s, ms] :
+       {std::pair{Shape{WeightDType::kBF16, 70, 2112}, std::vector<int64_t>{1, 5, 65, 70}},
+        std::pair{Shape{WeightDType::kFP8Block, 40, 1100}, std::vector<int64_t>{3, 66}},
+        std::pair{Shape{WeightDType::kMXFP4, 40, 1056}, std::vector<int64_t>{2, 9, 65}},
+        std::pair{Shape{WeightDType::kBF16, 12, 8256}, std::vector<int64_t>{1, 5}}}) {
+    RandomWeight w(s.dtype, s.N, s.K, rng);
+    LinearOptions opt;
+    opt.quantize_activations = true;
+    for (int64_t M : ms) {
+      std::vector<float> x(M * s.K);
+      for (float& v : x) v = normal(rng);
+      const std::vector<float> y = RunLinear(hardware, x, M, w.view, opt, &pool);
+      EXPECT_TRUE(same(y, RunLinear(emulation, x, M, w.view, opt, nullptr)))
+          << "dtype " << static_cast<int>(s.dtype) << " K " << s.K << " M " << M;
+      const std::vector<float> x0(x.begin(), x.begin() + s.K);
+      EXPECT_EQ(0, std::memcmp(RunLinear(hardware, x0, 1, w.view, opt, nullptr).data(), y.data(),
+                               s.N * sizeof(float)))
+          << "row 0 alone, K " << s.K << " M " << M;
     }
   }
   // Scales across the whole E8M0 range and BF16 denormals: rows on both sides of the exact
