@@ -346,6 +346,23 @@ void EmulatedLaneRows(const uint16_t* xp, int64_t M, int64_t kp, const WeightVie
   }
 }
 
+// The activations the products take, [M, K] with row stride *x_stride: x itself, or with
+// quantize_activations a copy at *next (M x K floats; *next moves past it) quantised as every
+// other Linear does (all ActQuantFp8Sim versions are bitwise the reference's).
+const float* ProductInput(const float* x, int64_t M, int64_t K, const LinearOptions& opt,
+                          uint8_t** next, int64_t* x_stride) {
+  *x_stride = opt.x_stride != 0 ? opt.x_stride : K;
+  if (!opt.quantize_activations) return x;
+  auto* xq = reinterpret_cast<float*>(*next);
+  for (int64_t m = 0; m < M; ++m) {
+    std::copy(x + m * *x_stride, x + m * *x_stride + K, xq + m * K);
+  }
+  ActQuantFp8Sim(xq, M, K, 128);
+  *x_stride = K;
+  *next += Align64(M * K * sizeof(float));
+  return xq;
+}
+
 // Per-thread scratch of the lane order: the decoded panel with its accumulators (M above the
 // streamed path's) or the emulation's decoded row, then one weight row in FP32 for the fallback.
 size_t LaneScratchBytes(int64_t M, int64_t K) {
@@ -372,16 +389,8 @@ void LaneLinear(Kernel kernel, const float* x, int64_t M, const WeightView& w, f
   const int64_t K = w.cols, N = w.rows, kp = internal::LanePaddedK(K);
   const int64_t y_stride = opt.y_stride != 0 ? opt.y_stride : N;
   auto* next = static_cast<uint8_t*>(workspace);
-  const float* xin = x;
-  int64_t x_stride = opt.x_stride != 0 ? opt.x_stride : K;
-  if (opt.quantize_activations) {
-    auto* xq = reinterpret_cast<float*>(next);
-    for (int64_t m = 0; m < M; ++m) std::copy(x + m * x_stride, x + m * x_stride + K, xq + m * K);
-    ActQuantFp8Sim(xq, M, K, 128);
-    xin = xq;
-    x_stride = K;
-    next += Align64(M * K * sizeof(float));
-  }
+  int64_t x_stride = 0;
+  const float* xin = ProductInput(x, M, K, opt, &next, &x_stride);
   auto* xp = reinterpret_cast<uint16_t*>(next);
   next += Align64(M * kp * sizeof(uint16_t));
   uint8_t* row_exact = next;
@@ -446,18 +455,8 @@ void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float
   const int64_t m_tiles = PaddedRows(M) / kTileM;
   const int64_t y_stride = opt.y_stride != 0 ? opt.y_stride : N;
   auto* next = static_cast<uint8_t*>(workspace);
-  const float* xin = x;
-  int64_t x_stride = opt.x_stride != 0 ? opt.x_stride : K;
-  if (opt.quantize_activations) {
-    // The same quantised values as every other Linear (all ActQuantFp8Sim versions are bitwise
-    // the reference's).
-    auto* xq = reinterpret_cast<float*>(next);
-    for (int64_t m = 0; m < M; ++m) std::copy(x + m * x_stride, x + m * x_stride + K, xq + m * K);
-    ActQuantFp8Sim(xq, M, K, 128);
-    xin = xq;
-    x_stride = K;
-    next += Align64(M * K * sizeof(float));
-  }
+  int64_t x_stride = 0;
+  const float* xin = ProductInput(x, M, K, opt, &next, &x_stride);
   auto* a = reinterpret_cast<uint16_t*>(next);
   next += Align64(PaddedRows(M) * kp * sizeof(uint16_t));
   // Quantised rows are BF16-exact by construction; promised ones are checked.
