@@ -298,7 +298,7 @@ BENCHMARK(BM_LinearBf16)
     ->Args({96, 64, 256})
     ->Args({96, 128, 1024})
     ->UseManualTime();
-BENCHMARK(BM_LinearFp8)->Args({1, 256, 1024})->UseManualTime();
+BENCHMARK(BM_LinearFp8)->Args({1, 256, 1024})->Args({1, 1024, 2048})->UseManualTime();
 BENCHMARK(BM_LinearMxfp4)->Args({1, 512, 1024})->UseManualTime();
 // Prefill: M >= 256.
 BENCHMARK(BM_LinearBf16)
@@ -313,6 +313,8 @@ BENCHMARK(BM_LinearFp8)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LinearMxfp4)->Args({256, 4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LinearBf16Input)
+    ->Args({1, 4096, 4096})
+    ->Args({16, 5632, 2048})
     ->Args({256, 4096, 4096})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

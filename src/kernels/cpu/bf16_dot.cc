@@ -64,15 +64,6 @@ void EmulatedAmxProduct(const uint16_t* a, int64_t a_stride, int mt, const uint1
 
 constexpr size_t Align64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
-// Weight rows per panel: two B tile columns (the AMX kernel's 2 x 2 C tiles).
-constexpr int64_t kPanelRows = 2 * kTileN;
-
-// Per-thread scratch: the B panel, its C block and the panel's weight rows decoded to FP32.
-size_t PerThreadBytes(int64_t K) {
-  return Align64(kPanelRows * PaddedK(K) * sizeof(uint16_t)) +
-         Align64(2 * kTileM * kPanelRows * sizeof(float)) + Align64(kPanelRows * K * sizeof(float));
-}
-
 }  // namespace
 
 Order OrderOf(Kernel kernel) {
@@ -179,50 +170,6 @@ bool PackB(const float* w, int64_t count, int64_t K, uint16_t* b) {
   return exact;
 }
 
-namespace {
-
-// Whether internal::Avx512DecodeRowBf16 runs here (AVX-512 F/BW/VL/DQ; every CPU with AMX or
-// AVX512_BF16 has them).
-bool FastDecodeRuns() {
-  static const bool runs = [] {
-    const CpuFeatures& f = DetectedCpuFeatures();
-    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
-  }();
-  return runs;
-}
-
-// One B tile column (weight rows [n0, n0 + count), count <= 16) by the AVX-512 decode: rows
-// decoded row-major into `staging` ([16][PaddedK(K)] BF16, K >= 32), then moved to the VNNI
-// layout a 32-bit pair at a time. Returns false, with b unspecified, when a value is not
-// BF16-exact (the caller then packs the tile the scalar way, which also gives its FP32 rows).
-bool PackBFast(const WeightView& w, int64_t n0, int64_t count, int64_t K, uint16_t* staging,
-               uint16_t* b) {
-  const int64_t kp = PaddedK(K), kt = kp / kTileK;
-  for (int64_t r = 0; r < kTileN; ++r) {
-    uint16_t* row = staging + r * kp;
-    if (r >= count) {
-      std::fill(row, row + kp, uint16_t{0});
-      continue;
-    }
-    if (!internal::Avx512DecodeRowBf16(w, n0 + r, row)) return false;
-    std::fill(row + K, row + kp, uint16_t{0});
-  }
-  // b dword [t][p][j] = pair p of K tile t of row j (PackB's layout).
-  const int64_t pairs = kp / 2;
-  uint32_t* bd = reinterpret_cast<uint32_t*>(b);
-  const uint32_t* sd = reinterpret_cast<const uint32_t*>(staging);
-  for (int64_t t = 0; t < kt; ++t) {
-    for (int p = 0; p < kTileK / 2; ++p) {
-      uint32_t* dst = bd + (t * (kTileK / 2) + p) * kTileN;
-      const uint32_t* src = sd + t * (kTileK / 2) + p;
-      for (int j = 0; j < kTileN; ++j) dst[j] = src[j * pairs];
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 bool Applies(const WeightView& w, const LinearOptions& opt) {
   if (!opt.quantize_activations && !opt.input_is_bf16) return false;
   switch (w.dtype) {
@@ -283,11 +230,16 @@ void PackLaneX(const float* x, int64_t x_stride, int64_t M, int64_t K, WeightDTy
   }
 }
 
-bool DecodeLaneRow(const WeightView& w, int64_t n, uint16_t* out) {
-  const int64_t K = w.cols, kp = internal::LanePaddedK(K);
+namespace {
+
+// Row n in BF16 bits, kp columns (a multiple of 64, zero past K), position q of each step of 64
+// holding column LaneColumn(q) (lane order) or q (natural order); returns the row's check.
+bool DecodeRowBits(const WeightView& w, int64_t n, int64_t kp, bool natural, uint16_t* out) {
+  const int64_t K = w.cols;
   bool ok = true;
   int64_t column[internal::kLaneStep];
-  for (int64_t q = 0; q < internal::kLaneStep; ++q) column[q] = LaneColumn(w.dtype, q);
+  for (int64_t q = 0; q < internal::kLaneStep; ++q)
+    column[q] = natural ? q : LaneColumn(w.dtype, q);
   for (int64_t k0 = 0; k0 < kp; k0 += internal::kLaneStep) {
     for (int64_t q = 0; q < internal::kLaneStep; ++q) {
       const int64_t k = k0 + column[q];
@@ -320,6 +272,48 @@ bool DecodeLaneRow(const WeightView& w, int64_t n, uint16_t* out) {
   return ok;
 }
 
+}  // namespace
+
+bool DecodeLaneRow(const WeightView& w, int64_t n, uint16_t* out) {
+  return DecodeRowBits(w, n, internal::LanePaddedK(w.cols), /*natural=*/false, out);
+}
+
+bool DecodeAmxRow(const WeightView& w, int64_t n, uint16_t* out) {
+  return DecodeRowBits(w, n, internal::LanePaddedK(w.cols), /*natural=*/true, out);
+}
+
+int64_t AmxXIndex(int64_t K, int64_t m, int64_t k) {
+  const int64_t kt = PaddedK(K) / kTileK;
+  return (m / kTileM * kt + k / kTileK) * kTileElems + (k % kTileK) / 2 * (2 * kTileN) +
+         (m % kTileM) * 2 + k % 2;
+}
+
+void PackAmxX(const float* x, int64_t x_stride, int64_t M, int64_t K, uint16_t* out,
+              uint8_t* row_exact) {
+  const int64_t kt = PaddedK(K) / kTileK;
+  std::fill(out, out + PaddedRows(M) * kt * kTileK, uint16_t{0});
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * x_stride;
+    uint32_t inexact = 0;  // PackLaneX's test
+    for (int64_t k = 0; k < K; ++k) {
+      uint32_t bits;
+      std::memcpy(&bits, xr + k, sizeof(bits));
+      const uint32_t mag = bits & 0x7FFFFFFFu;
+      inexact |= (bits & 0xFFFFu) | static_cast<uint32_t>(mag != 0 && (mag & 0x7F800000u) == 0);
+    }
+    if (row_exact != nullptr) row_exact[m] = inexact == 0 ? 1 : 0;
+    // Pair p of K tile t goes to dword (m % 16) of row p of tile (m / 16, t).
+    uint32_t* tiles = reinterpret_cast<uint32_t*>(out + m / kTileM * kt * kTileElems) + m % kTileM;
+    for (int64_t k = 0; k < K; k += 2) {
+      uint32_t lo, hi = 0;
+      std::memcpy(&lo, xr + k, sizeof(lo));
+      if (k + 1 < K) std::memcpy(&hi, xr + k + 1, sizeof(hi));
+      tiles[k / kTileK * (kTileElems / 2) + (k % kTileK) / 2 * kTileN] =
+          (lo >> 16) | (hi & 0xFFFF0000u);
+    }
+  }
+}
+
 namespace {
 
 // Order::kVdp in portable code: Kernel::kEmulatedVdp's version of internal::Avx512Bf16LaneRows.
@@ -346,6 +340,29 @@ void EmulatedLaneRows(const uint16_t* xp, int64_t M, int64_t kp, const WeightVie
   }
 }
 
+// Order::kAmx in portable code on the packed activations: Kernel::kEmulatedAmx's version of
+// internal::AmxRows (per K tile, even / odd partial sums of 16 FMAs from +0, then c += e + o).
+void EmulatedAmxRows(const uint16_t* xb, int64_t M, const WeightView& w, int64_t n0, int64_t n1,
+                     float* y, int64_t y_stride, uint16_t* decoded, uint8_t* row_ok) {
+  const int64_t K = w.cols, kt = PaddedK(K) / kTileK;
+  for (int64_t n = n0; n < n1; ++n) {
+    row_ok[n - n0] = DecodeAmxRow(w, n, decoded) ? 1 : 0;
+    for (int64_t m = 0; m < M; ++m) {
+      float c = 0.0f;
+      for (int64_t t = 0; t < kt; ++t) {
+        float e = 0.0f, o = 0.0f;
+        for (int64_t p = 0; p < kTileK / 2; ++p) {
+          const int64_t k = t * kTileK + 2 * p;
+          e = Ftz(std::fma(Daz(xb[AmxXIndex(K, m, k)]), Daz(decoded[k]), e));
+          o = Ftz(std::fma(Daz(xb[AmxXIndex(K, m, k + 1)]), Daz(decoded[k + 1]), o));
+        }
+        c = Ftz(c + Ftz(e + o));
+      }
+      y[m * y_stride + n] = c;
+    }
+  }
+}
+
 // The activations the products take, [M, K] with row stride *x_stride: x itself, or with
 // quantize_activations a copy at *next (M x K floats; *next moves past it) quantised as every
 // other Linear does (all ActQuantFp8Sim versions are bitwise the reference's).
@@ -363,51 +380,87 @@ const float* ProductInput(const float* x, int64_t M, int64_t K, const LinearOpti
   return xq;
 }
 
-// Per-thread scratch of the lane order: the decoded panel with its accumulators (M above the
-// streamed path's) or the emulation's decoded row, then one weight row in FP32 for the fallback.
-size_t LaneScratchBytes(int64_t M, int64_t K) {
+// Per-thread scratch: the order's weight scratch (the lane order's decoded panel with its
+// accumulators, M above the streamed path's; the AMX panel with its C tiles; an emulation's
+// decoded row), then one weight row in FP32 for the fallback.
+size_t ScratchBytes(Order order, int64_t M, int64_t K) {
   const int64_t kp = internal::LanePaddedK(K);
+  if (order == Order::kAmx) return Align64(internal::AmxPanelBytes(K));
   return Align64(M > internal::kLaneStreamMaxM ? internal::LanePanelBytes(kp)
                                                : kp * sizeof(uint16_t));
 }
-size_t LanePerThreadBytes(int64_t M, int64_t K) {
-  return LaneScratchBytes(M, K) + Align64(K * sizeof(float));
+size_t PerThreadBytes(Order order, int64_t M, int64_t K) {
+  return ScratchBytes(order, M, K) + Align64(K * sizeof(float));
+}
+// The packed activations of `order`.
+size_t PackedXBytes(Order order, int64_t M, int64_t K) {
+  return Align64(order == Order::kAmx ? PaddedRows(M) * PaddedK(K) * sizeof(uint16_t)
+                                      : M * internal::LanePaddedK(K) * sizeof(uint16_t));
 }
 
-size_t LaneWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
-                          int num_threads) {
+size_t WorkspaceBytes(Order order, int64_t M, const WeightView& w, const LinearOptions& opt,
+                      int num_threads) {
   const int64_t K = w.cols;
-  size_t bytes =
-      Align64(M * internal::LanePaddedK(K) * sizeof(uint16_t)) + Align64(M) + Align64(w.rows);
+  size_t bytes = PackedXBytes(order, M, K) + Align64(M) + Align64(w.rows);
   if (opt.quantize_activations) bytes += Align64(M * K * sizeof(float));
-  return bytes + static_cast<size_t>(std::max(num_threads, 1)) * LanePerThreadBytes(M, K);
+  return bytes + static_cast<size_t>(std::max(num_threads, 1)) * PerThreadBytes(order, M, K);
 }
 
-// Linear in the lane order (Kernel::kEmulatedVdp, Kernel::kAvx512Bf16).
-void LaneLinear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float* y,
-                const LinearOptions& opt, ThreadPool* pool, void* workspace, int threads) {
-  const int64_t K = w.cols, N = w.rows, kp = internal::LanePaddedK(K);
+}  // namespace
+
+size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
+                            int num_threads) {
+  // Enough for either order (the caller does not say which kernel runs).
+  return std::max(WorkspaceBytes(Order::kAmx, M, w, opt, num_threads),
+                  WorkspaceBytes(Order::kVdp, M, w, opt, num_threads));
+}
+
+void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float* y,
+            const LinearOptions& opt, ThreadPool* pool, void* workspace, size_t workspace_bytes) {
+  CHECK(Applies(w, opt)) << "the BF16-dot Linear needs BF16-exact operands";
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  CHECK_GE(workspace_bytes, LinearWorkspaceBytes(M, w, opt, threads));
+  CHECK(reinterpret_cast<uintptr_t>(workspace) % 64 == 0) << "workspace must be 64-byte aligned";
+  if (M == 0 || w.rows == 0) return;
+  const Order order = OrderOf(kernel);
+  const int64_t K = w.cols, N = w.rows;
   const int64_t y_stride = opt.y_stride != 0 ? opt.y_stride : N;
   auto* next = static_cast<uint8_t*>(workspace);
   int64_t x_stride = 0;
   const float* xin = ProductInput(x, M, K, opt, &next, &x_stride);
   auto* xp = reinterpret_cast<uint16_t*>(next);
-  next += Align64(M * kp * sizeof(uint16_t));
+  next += PackedXBytes(order, M, K);
   uint8_t* row_exact = next;
   next += Align64(M);
   uint8_t* row_ok = next;
   next += Align64(N);
-  PackLaneX(xin, x_stride, M, K, w.dtype, xp, row_exact);
+  if (order == Order::kAmx) {
+    PackAmxX(xin, x_stride, M, K, xp, row_exact);
+  } else {
+    PackLaneX(xin, x_stride, M, K, w.dtype, xp, row_exact);
+  }
+  const int64_t kp = internal::LanePaddedK(K);
   uint8_t* scratch = next;
-  const size_t per_thread = LanePerThreadBytes(M, K);
-  cpu::ForEachThreadRange(N, 16, pool, threads, [&](int64_t n0, int64_t n1, int slot) {
+  const size_t per_thread = PerThreadBytes(order, M, K);
+  // The AMX kernel's panels are 32 rows; 16 keeps the lane order's split as it was.
+  const int64_t grain = order == Order::kAmx ? 32 : 16;
+  cpu::ForEachThreadRange(N, grain, pool, threads, [&](int64_t n0, int64_t n1, int slot) {
     uint8_t* mine = scratch + slot * per_thread;
     auto* panel = reinterpret_cast<uint16_t*>(mine);
-    auto* wrow = reinterpret_cast<float*>(mine + LaneScratchBytes(M, K));
-    if (kernel == Kernel::kAvx512Bf16) {
-      internal::Avx512Bf16LaneRows(xp, M, kp, w, n0, n1, y, y_stride, panel, row_ok + n0);
-    } else {
-      EmulatedLaneRows(xp, M, kp, w, n0, n1, y, y_stride, panel, row_ok + n0);
+    auto* wrow = reinterpret_cast<float*>(mine + ScratchBytes(order, M, K));
+    switch (kernel) {
+      case Kernel::kAmx:
+        internal::AmxRows(xp, M, w, n0, n1, y, y_stride, panel, row_ok + n0);
+        break;
+      case Kernel::kEmulatedAmx:
+        EmulatedAmxRows(xp, M, w, n0, n1, y, y_stride, panel, row_ok + n0);
+        break;
+      case Kernel::kAvx512Bf16:
+        internal::Avx512Bf16LaneRows(xp, M, kp, w, n0, n1, y, y_stride, panel, row_ok + n0);
+        break;
+      case Kernel::kEmulatedVdp:
+        EmulatedLaneRows(xp, M, kp, w, n0, n1, y, y_stride, panel, row_ok + n0);
+        break;
     }
     // Weight rows or activation rows that are not BF16-exact normals: FP32 FMAs in increasing
     // k. Then the bias.
@@ -426,113 +479,6 @@ void LaneLinear(Kernel kernel, const float* x, int64_t M, const WeightView& w, f
         if (opt.bias != nullptr) out += opt.bias[n];
       }
     }
-  });
-}
-
-}  // namespace
-
-size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions& opt,
-                            int num_threads) {
-  const int64_t K = w.cols;
-  size_t bytes = Align64(PaddedRows(M) * PaddedK(K) * sizeof(uint16_t)) + Align64(M);
-  if (opt.quantize_activations) bytes += Align64(M * K * sizeof(float));
-  bytes += static_cast<size_t>(std::max(num_threads, 1)) * PerThreadBytes(K);
-  // Enough for either order (the caller does not say which kernel runs).
-  return std::max(bytes, LaneWorkspaceBytes(M, w, opt, num_threads));
-}
-
-void Linear(Kernel kernel, const float* x, int64_t M, const WeightView& w, float* y,
-            const LinearOptions& opt, ThreadPool* pool, void* workspace, size_t workspace_bytes) {
-  CHECK(Applies(w, opt)) << "the BF16-dot Linear needs BF16-exact operands";
-  const int threads = pool != nullptr ? pool->num_threads() : 1;
-  CHECK_GE(workspace_bytes, LinearWorkspaceBytes(M, w, opt, threads));
-  CHECK(reinterpret_cast<uintptr_t>(workspace) % 64 == 0) << "workspace must be 64-byte aligned";
-  if (M == 0 || w.rows == 0) return;
-  if (OrderOf(kernel) == Order::kVdp) {
-    return LaneLinear(kernel, x, M, w, y, opt, pool, workspace, threads);
-  }
-  const int64_t K = w.cols, N = w.rows, kp = PaddedK(K), kt = kp / kTileK;
-  const int64_t m_tiles = PaddedRows(M) / kTileM;
-  const int64_t y_stride = opt.y_stride != 0 ? opt.y_stride : N;
-  auto* next = static_cast<uint8_t*>(workspace);
-  int64_t x_stride = 0;
-  const float* xin = ProductInput(x, M, K, opt, &next, &x_stride);
-  auto* a = reinterpret_cast<uint16_t*>(next);
-  next += Align64(PaddedRows(M) * kp * sizeof(uint16_t));
-  // Quantised rows are BF16-exact by construction; promised ones are checked.
-  uint8_t* row_exact = opt.quantize_activations ? nullptr : next;
-  next += Align64(M);
-  PackA(xin, x_stride, M, K, a, row_exact);
-  auto exact_row = [&](int64_t m) { return row_exact == nullptr || row_exact[m] != 0; };
-  uint8_t* scratch = next;
-  const size_t per_thread = PerThreadBytes(K);
-  const bool fast_decode =
-      FastDecodeRuns() && K >= kTileK &&
-      (row_exact == nullptr || std::all_of(row_exact, row_exact + M, [](uint8_t e) { return e; }));
-  const int64_t tile_stride = kTileM * kp;  // BF16 between consecutive A (or B) tile rows
-
-  cpu::ForEachThreadRange(N, kPanelRows, pool, threads, [&](int64_t n0, int64_t n1, int slot) {
-    uint8_t* mine = scratch + slot * per_thread;
-    auto* panel = reinterpret_cast<uint16_t*>(mine);
-    mine += Align64(kPanelRows * kp * sizeof(uint16_t));
-    auto* cbuf = reinterpret_cast<float*>(mine);
-    mine += Align64(2 * kTileM * kPanelRows * sizeof(float));
-    auto* wrows = reinterpret_cast<float*>(mine);
-    if (kernel == Kernel::kAmx) internal::AmxBeginThread();
-    for (int64_t nb = n0; nb < n1; nb += kPanelRows) {
-      const int64_t nc = std::min(kPanelRows, n1 - nb);
-      const int nt = static_cast<int>((nc + kTileN - 1) / kTileN);
-      bool exact[2] = {true, true};
-      for (int j = 0; j < nt; ++j) {
-        const int64_t count = std::min<int64_t>(kTileN, nc - j * kTileN);
-        float* rows = wrows + j * kTileN * K;
-        // The AVX-512 decode when every x row takes the tiles (the FP32 rows are then needed
-        // only by a tile that is not exact, which is decoded again the scalar way).
-        if (fast_decode && PackBFast(w, nb + j * kTileN, count, K,
-                                     reinterpret_cast<uint16_t*>(rows), panel + j * tile_stride)) {
-          continue;
-        }
-        for (int64_t r = 0; r < count; ++r)
-          ref::DecodeWeightRow(w, nb + j * kTileN + r, rows + r * K);
-        exact[j] = PackB(rows, count, K, panel + j * tile_stride);
-      }
-      for (int64_t mi = 0; mi < m_tiles; mi += 2) {
-        const int mt = static_cast<int>(std::min<int64_t>(2, m_tiles - mi));
-        const uint16_t* at = a + mi * tile_stride;
-        if (kernel == Kernel::kAmx) {
-          internal::AmxTileProduct(at, tile_stride, mt, panel, tile_stride, nt, kt, cbuf,
-                                   kPanelRows);
-        } else {
-          EmulatedAmxProduct(at, tile_stride, mt, panel, tile_stride, nt, kt, cbuf, kPanelRows);
-        }
-        for (int64_t r = 0; r < mt * kTileM && mi * kTileM + r < M; ++r) {
-          if (!exact_row(mi * kTileM + r)) continue;
-          float* yr = y + (mi * kTileM + r) * y_stride + nb;
-          for (int64_t n = 0; n < nc; ++n) {
-            if (!exact[n / kTileN]) continue;
-            const float v = cbuf[r * kPanelRows + n];
-            yr[n] = opt.bias != nullptr ? v + opt.bias[nb + n] : v;
-          }
-        }
-      }
-      // Tiles whose weights, or rows whose activations, are not BF16-exact normals: FP32 FMAs
-      // in increasing k.
-      for (int j = 0; j < nt; ++j) {
-        const int64_t count = std::min<int64_t>(kTileN, nc - j * kTileN);
-        for (int64_t r = 0; r < count; ++r) {
-          const float* wr = wrows + (j * kTileN + r) * K;
-          const int64_t n = nb + j * kTileN + r;
-          for (int64_t m = 0; m < M; ++m) {
-            if (exact[j] && exact_row(m)) continue;
-            const float* xr = xin + m * x_stride;
-            float acc = 0.0f;
-            for (int64_t k = 0; k < K; ++k) acc = std::fma(xr[k], wr[k], acc);
-            y[m * y_stride + n] = opt.bias != nullptr ? acc + opt.bias[n] : acc;
-          }
-        }
-      }
-    }
-    if (kernel == Kernel::kAmx) internal::AmxEndThread();
   });
 }
 

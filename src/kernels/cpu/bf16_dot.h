@@ -13,16 +13,16 @@
 // the dot-product instructions whose magnitude is below FLT_MIN become a zero of their sign
 // (DAZ / FTZ, as Intel documents both instructions; MXCSR is not used).
 //
-// Order::kAmx (AMX tiles, TDPBF16PS, Intel SDM pseudo-code):
-// - A (activations) is packed as [Mp/16][Kp/32] tiles of 16 rows x 32 BF16 (one 64-byte row per
-//   activation row): Mp = M rounded up to 16, Kp = K rounded up to 32, zero padded.
-// - B (weights, decoded to BF16) is packed per 16 weight rows (output features) as [Kp/32] tiles
-//   of 16 "pair rows" x 16 columns x 2 BF16 (VNNI): element [p][2j + h] of tile t is W[n0 + j]
-//   [32t + 2p + h].
-// - Per K tile t, per output element, two partial sums start at +0: e = fma(a[2p], b[2p], e)
-//   and o = fma(a[2p+1], b[2p+1], o) for p = 0..15; then c = c + (e + o). c starts at +0 and
-//   takes the tiles in increasing t. TDPBF16PS against this order is assumed until a CPU with
-//   AMX runs Bf16Dot.AmxMatchesItsEmulationBitwise.
+// Order::kAmx (AMX tiles, TDPBF16PS, Intel SDM pseudo-code). Per output element y[m][n] and per
+// K tile t (32 columns, K zero padded to whole tiles), two partial sums start at +0:
+// e = fma(x[m][32t + 2p], w[n][32t + 2p], e) and o = fma(x[m][32t + 2p + 1], w[n][32t + 2p + 1],
+// o) for p = 0..15; then c = c + (e + o). c starts at +0 and takes the tiles in increasing t.
+// The Linear gives the tiles the weights as first operand (16 weight rows x 32 consecutive
+// columns, DecodeAmxRow) and the activations as second, in the VNNI layout (PackAmxX), so the
+// weights are decoded in registers straight from the checkpoint layout; TileProduct / PackA /
+// PackB (activations first, VNNI weights second: the same products in the same order) are the
+// tile-level layouts the tests exercise. Real TDPBF16PS matched this order bitwise on an Intel Xeon
+// with AMX (bf16_dot_test, 512,000 outputs of a separate probe).
 //
 // Order::kVdp, the lane order (VDPBF16PS): the weights stay in their checkpoint layout and are
 // decoded to BF16 in registers, 64 columns (a "step", two vectors of 16 BF16 pairs) at a time, so
@@ -36,13 +36,12 @@
 // lanes: l + (l + 8), then + 4, + 2, + 1.
 //
 // Weights that do not decode to BF16-exact normal numbers would not give the reference's
-// products under DAZ. Order::kAmx checks each 16-row weight tile when it is packed; the lane
-// order checks each weight row: FP8 / MXFP4 rows whose E8M0 scales all lie in LaneFp8ScaleOk /
-// LaneFp4ScaleOk (bf16_dot_kernels.h) and BF16 rows without denormals take the BF16 products.
-// Failing tiles / rows, and activation rows that are not BF16-exact normals, are computed
-// instead by FP32 FMAs in increasing k (acc = fma(x, w, acc) from +0; a different but equally
-// fixed order, chosen by the values alone). NaN payloads are not part of the contract; e4m3 NaN
-// codes decode to a zero of their sign in the lane order.
+// products under DAZ. Both orders check each weight row: FP8 / MXFP4 rows whose E8M0 scales all lie
+// in LaneFp8ScaleOk / LaneFp4ScaleOk (bf16_dot_kernels.h) and BF16 rows without denormals take the
+// BF16 products. Failing tiles / rows, and activation rows that are not BF16-exact normals, are
+// computed instead by FP32 FMAs in increasing k (acc = fma(x, w, acc) from +0; a different but
+// equally fixed order, chosen by the values alone). NaN payloads are not part of the contract; e4m3
+// NaN codes decode to a zero of their sign in the lane order.
 #ifndef DEEPINFER_KERNELS_CPU_BF16_DOT_H_
 #define DEEPINFER_KERNELS_CPU_BF16_DOT_H_
 
@@ -116,6 +115,18 @@ void PackLaneX(const float* x, int64_t x_stride, int64_t M, int64_t K, WeightDTy
 // of PackLaneX (LanePaddedK(K) values). Returns whether the row takes the BF16 products (file
 // comment); the bits of a row that does not are unspecified.
 bool DecodeLaneRow(const WeightView& w, int64_t n, uint16_t* out);
+
+// The AMX order's layouts (Order::kAmx). Activations are the tiles' second operand, in the
+// VNNI layout: PackAmxX writes x [M, K] (row stride x_stride) as PaddedRows(M) / 16 x
+// PaddedK(K) / 32 tiles of 16 "pair rows" x 16 columns x 2 BF16, zero padded; AmxXIndex gives
+// the position of x[m][k] (tile (m / 16, k / 32), pair row (k % 32) / 2, column m % 16, half
+// k % 2). row_exact as PackLaneX's. Weights are the first operand, 16 rows x 32 consecutive
+// columns per tile; DecodeAmxRow writes row n as BF16 bits in column order (LanePaddedK(K)
+// values, zero padded) and returns DecodeLaneRow's check.
+void PackAmxX(const float* x, int64_t x_stride, int64_t M, int64_t K, uint16_t* out,
+              uint8_t* row_exact);
+int64_t AmxXIndex(int64_t K, int64_t m, int64_t k);
+bool DecodeAmxRow(const WeightView& w, int64_t n, uint16_t* out);
 
 // Whether Linear below applies to this weight and these options: quantize_activations or
 // input_is_bf16 with BF16, FP8Block (E8M0 scales) or MXFP4 weights. F32 weights, F32-scaled FP8

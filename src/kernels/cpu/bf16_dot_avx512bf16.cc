@@ -1,15 +1,12 @@
 // AVX512_BF16 kernels of the BF16-dot Linear in the lane order (bf16_dot.h, Order::kVdp,
 // Kernel::kAvx512Bf16): weights read in their checkpoint layout and decoded to BF16 in registers
-// (FP8: two VPERMT2B table lookups for the low and high bytes of the BF16 value, the sign put
-// back by VPTERNLOGD, VPUNPCK{L,H}BW to words, the E8M0 scale added to the exponent of the
-// nonzero words; MXFP4: one VPERMW lookup of a per-block table that already holds the scale;
-// BF16: as stored), one VDPBF16PS per 32 weights and activation row. Small M streams each weight
-// row once (NR rows far apart, MR activation rows); larger M decodes panels of weight rows
-// once and runs 4 x 4 register tiles over them. Both run every output through the same steps in
-// the same order, so a row's result does not depend on M. The portable emulation in
-// bf16_dot.cc is the oracle (bf16_dot_test compares them bitwise).
+// (bf16_dot_decode_inl.h, in the lane order's column layout), one VDPBF16PS per 32 weights and
+// activation row. Small M streams each weight row once (NR rows far apart, MR activation rows);
+// larger M decodes panels of weight rows once and runs 4 x 4 register tiles over them. Both run
+// every output through the same steps in the same order, so a row's result does not depend on
+// M. The portable emulation in bf16_dot.cc is the oracle (bf16_dot_test compares them bitwise).
 //
-// Everything after the #includes is compiled for AVX-512 F/BW/VL/DQ + BF16 + VBMI; callers run
+// Everything after the #pragma is compiled for AVX-512 F/BW/VL/DQ + BF16 + VBMI; callers run
 // it only where bf16dot::KernelRuns(Kernel::kAvx512Bf16) holds.
 #include <immintrin.h>
 
@@ -36,10 +33,15 @@
 #endif
 // clang-format on
 
+#include "kernels/cpu/bf16_dot_decode_inl.h"
+
 namespace deepinfer::kernels::bf16dot::internal {
 namespace {
 
-constexpr int64_t kStep = kLaneStep;  // columns per step: two zmm of 16 BF16 pairs
+using decode::kStep;  // columns per step: two zmm of 16 BF16 pairs
+using Fp8Decoder = decode::Fp8Decoder<decode::ColumnOrder::kLane>;
+using Mxfp4Decoder = decode::Mxfp4Decoder<decode::ColumnOrder::kLane>;
+using decode::Bf16Decoder;
 
 // lanes l and l + 8, then l and l + 4, l and l + 2, l and l + 1 (bf16_dot.h's sum of lanes).
 inline float SumLanes(__m512 v) {
@@ -53,182 +55,6 @@ inline float SumLanes(__m512 v) {
 inline __m512 Dot(__m512 acc, __m512i x, __m512i w) {
   return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
 }
-
-// Whether any of the n scale bytes at sc lies outside [lo, hi], 64 at a time (a weight row's
-// check; a byte loop here cost a small expert's product a third of its time).
-inline uint32_t ScalesOutside(const uint8_t* sc, int64_t n, uint8_t lo, uint8_t hi) {
-  __mmask64 bad = 0;
-  for (int64_t i = 0; i < n; i += 64) {
-    const __m512i v = _mm512_maskz_loadu_epi8(LaneTailMask64(n - i), sc + i);
-    // Masked-off lanes read 0: compared only where loaded.
-    const __mmask64 m = LaneTailMask64(n - i);
-    bad |= _mm512_mask_cmplt_epu8_mask(m, v, _mm512_set1_epi8(static_cast<char>(lo))) |
-           _mm512_mask_cmpgt_epu8_mask(m, v, _mm512_set1_epi8(static_cast<char>(hi)));
-  }
-  return bad != 0 ? 1u : 0u;
-}
-
-// The scale's exponent offset as a word to add to a BF16 value's bits.
-inline __m512i ExponentOffset(uint32_t scale_byte) {
-  return _mm512_set1_epi16(static_cast<int16_t>((static_cast<int>(scale_byte) - 127) * 128));
-}
-
-// FP8Block (E8M0 scales). The BF16 bits of each magnitude code come from two 128-entry byte
-// tables (low and high byte, LaneFp8Bf16 without the sign), looked up with the byte itself
-// (VPERMT2B reads its low 7 bits).
-const uint8_t* Fp8Bf16ByteTables() {  // [0, 128): low bytes, [128, 256): high bytes
-  struct Tables {
-    alignas(64) uint8_t v[256];
-    Tables() {
-      for (int c = 0; c < 128; ++c) {
-        const uint16_t bits = LaneFp8Bf16(static_cast<uint8_t>(c), 127);
-        v[c] = static_cast<uint8_t>(bits & 0xFF);
-        v[128 + c] = static_cast<uint8_t>(bits >> 8);
-      }
-    }
-  };
-  static const Tables tables;
-  return tables.v;
-}
-
-struct Fp8Decoder {
-  const uint8_t* data;
-  const uint8_t* scales;
-  int64_t K, scale_cols, scale_row_offset;
-  __m512i lo0, lo1, hi0, hi1;
-  explicit Fp8Decoder(const WeightView& w)
-      : data(static_cast<const uint8_t*>(w.data)),
-        scales(static_cast<const uint8_t*>(w.scales)),
-        K(w.cols),
-        scale_cols((w.cols + 127) / 128),
-        scale_row_offset(w.scale_row_offset) {
-    const uint8_t* t = Fp8Bf16ByteTables();
-    lo0 = _mm512_load_si512(t);
-    lo1 = _mm512_load_si512(t + 64);
-    hi0 = _mm512_load_si512(t + 128);
-    hi1 = _mm512_load_si512(t + 192);
-  }
-  struct Row {
-    const uint8_t* p;
-    const uint8_t* sc;
-    uint32_t bad;
-  };
-  // The row's scales are checked here, once, not per step (the scalar work per step slowed
-  // the vector decode down).
-  Row MakeRow(int64_t n) const {
-    const uint8_t* sc = scales + (n / 128 + scale_row_offset) * scale_cols;
-    return Row{data + n * K, sc, ScalesOutside(sc, scale_cols, kLaneFp8ScaleMin, kLaneFp8ScaleMax)};
-  }
-  const uint8_t* ColumnAddress(int64_t n, int64_t k) const { return data + n * K + k; }
-  __attribute__((always_inline)) void Step(Row& r, int64_t s, __m512i* w0, __m512i* w1) const {
-    const int64_t k = s * kStep;
-    const __m512i b = k + kStep <= K ? _mm512_loadu_si512(r.p + k)
-                                     : _mm512_maskz_loadu_epi8(LaneTailMask64(K - k), r.p + k);
-    const uint32_t sb = r.sc[k / 128];
-    const __m512i lo = _mm512_permutex2var_epi8(lo0, b, lo1);
-    __m512i hi = _mm512_permutex2var_epi8(hi0, b, hi1);
-    hi = _mm512_ternarylogic_epi32(hi, b, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
-    const __m512i u0 = _mm512_unpacklo_epi8(lo, hi), u1 = _mm512_unpackhi_epi8(lo, hi);
-    const __m512i e = ExponentOffset(sb), mag = _mm512_set1_epi16(0x7FFF);
-    *w0 = _mm512_mask_add_epi16(u0, _mm512_test_epi16_mask(u0, mag), u0, e);
-    *w1 = _mm512_mask_add_epi16(u1, _mm512_test_epi16_mask(u1, mag), u1, e);
-  }
-  static bool Bad(const Row& r) { return r.bad != 0; }
-};
-
-// MXFP4 (E8M0 scale per 32 columns): a step is two blocks (16 bytes and a scale each); the
-// 16-entry tables of their scales come from Mxfp4Bf16Tables (a GPR-to-vector broadcast of the
-// scale per 16 weight bytes was the bottleneck).
-const uint16_t* Mxfp4Bf16Tables() {
-  struct Tables {
-    alignas(64) uint16_t v[256][32];
-    Tables() {
-      for (int e = 0; e < 256; ++e) {
-        for (int i = 0; i < 32; ++i) {
-          v[e][i] = LaneFp4Bf16(static_cast<uint8_t>(i & 15), static_cast<uint8_t>(e));
-        }
-      }
-    }
-  };
-  static const Tables tables;
-  return &tables.v[0][0];
-}
-
-struct Mxfp4Decoder {
-  const uint8_t* data;
-  const uint8_t* scales;
-  int64_t K;
-  const uint16_t* tables;
-  explicit Mxfp4Decoder(const WeightView& w)
-      : data(static_cast<const uint8_t*>(w.data)),
-        scales(static_cast<const uint8_t*>(w.scales)),
-        K(w.cols),
-        tables(Mxfp4Bf16Tables()) {}
-  struct Row {
-    const uint8_t* p;
-    const uint8_t* sc;
-    uint32_t bad;
-  };
-  Row MakeRow(int64_t n) const {
-    const uint8_t* sc = scales + n * (K / 32);
-    return Row{data + n * (K / 2), sc,
-               ScalesOutside(sc, K / 32, kLaneFp4ScaleMin, kLaneFp4ScaleMax)};
-  }
-  const uint8_t* ColumnAddress(int64_t n, int64_t k) const { return data + n * (K / 2) + k / 2; }
-  // Both blocks of a step at once: word i of the zero-extended bytes is byte i % 16 of block
-  // i / 16; VPERMW looks its low nibble (vector 0) and high nibble (vector 1) up in a table
-  // whose words 0-15 hold block 2s's values and 16-31 block 2s + 1's (LaneColumn's layout).
-  __attribute__((always_inline)) void Step(Row& r, int64_t s, __m512i* w0, __m512i* w1) const {
-    const int64_t k = s * kStep;
-    const bool two = k + 32 < K;  // K % 32 == 0: the step has one block or two
-    const __m256i bytes = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.p + k / 2))
-                              : _mm256_zextsi128_si256(
-                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(r.p + k / 2)));
-    const __m512i w = _mm512_cvtepu8_epi16(bytes);
-    const uint32_t sa = r.sc[k / 32], sb = two ? r.sc[k / 32 + 1] : 127;
-    const __m512i table = _mm512_inserti64x4(
-        _mm512_castsi256_si512(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(tables + 32 * sa))),
-        _mm256_load_si256(reinterpret_cast<const __m256i*>(tables + 32 * sb)), 1);
-    // (nibble & 0xF) | 16 for the second block's words: (A & B) | C.
-    const __m512i nib = _mm512_set1_epi16(0xF);
-    const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(16), 1);
-    const __m512i lo = _mm512_ternarylogic_epi32(w, nib, half, 0xEA);
-    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w, 4), nib, half, 0xEA);
-    *w0 = _mm512_permutexvar_epi16(lo, table);
-    *w1 = _mm512_permutexvar_epi16(hi, table);
-  }
-  static bool Bad(const Row& r) { return r.bad != 0; }
-};
-
-// BF16: the stored bits; a denormal (which the instruction would read as zero) marks the row.
-struct Bf16Decoder {
-  const uint16_t* data;
-  int64_t K;
-  explicit Bf16Decoder(const WeightView& w)
-      : data(static_cast<const uint16_t*>(w.data)), K(w.cols) {}
-  struct Row {
-    const uint16_t* p;
-    __mmask32 bad;
-  };
-  Row MakeRow(int64_t n) const { return Row{data + n * K, 0}; }
-  const uint8_t* ColumnAddress(int64_t n, int64_t k) const {
-    return reinterpret_cast<const uint8_t*>(data + n * K + k);
-  }
-  __attribute__((always_inline)) __m512i Load(Row& r, int64_t k) const {
-    const __m512i v = k + 32 <= K ? _mm512_loadu_si512(r.p + k)
-                                  : _mm512_maskz_loadu_epi16(LaneTailMask32(K - k), r.p + k);
-    r.bad |= _mm512_testn_epi16_mask(v, _mm512_set1_epi16(0x7F80)) &
-             _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x007F));
-    return v;
-  }
-  __attribute__((always_inline)) void Step(Row& r, int64_t s, __m512i* w0, __m512i* w1) const {
-    const int64_t k = s * kStep;
-    *w0 = Load(r, k);
-    *w1 = k + 32 < K ? Load(r, k + 32) : _mm512_setzero_si512();
-  }
-  static bool Bad(const Row& r) { return r.bad != 0; }
-};
 
 // MR activation rows against NR weight rows rows[0..NR), each weight row decoded once.
 template <class Dec, int MR, int NR>

@@ -1,7 +1,7 @@
 // The hardware kernels of the BF16-dot Linear (bf16_dot.h), each in its own file compiled with
 // target attributes so that the rest of the binary stays x86-64-v3: the AMX-BF16 tile product
-// (bf16_dot_amx.cc), the AVX512_BF16 lane-order kernels (bf16_dot_avx512bf16.cc) and the
-// AVX-512 decode of B-tile weights (bf16_dot_pack_avx512.cc). Internal to bf16_dot.cc and its
+// (bf16_dot_amx.cc) and the AVX512_BF16 lane-order kernels (bf16_dot_avx512bf16.cc), which share
+// the AVX-512 weight decoders of bf16_dot_decode_inl.h. Internal to bf16_dot.cc and its
 // tests; call them only where bf16dot::KernelRuns (or the CPU's AVX-512 features) says the CPU has
 // the instructions.
 #ifndef DEEPINFER_KERNELS_CPU_BF16_DOT_KERNELS_H_
@@ -88,12 +88,19 @@ inline uint16_t LaneFp4Bf16(uint8_t nibble, uint8_t s) {
 void Avx512Bf16LaneRows(const uint16_t* xp, int64_t M, int64_t kp, const WeightView& w, int64_t n0,
                         int64_t n1, float* y, int64_t y_stride, uint16_t* panel, uint8_t* row_ok);
 
-// Row `row` of a BF16, FP8Block or MXFP4 weight decoded to BF16 bits out[0, K) (the values of
-// ref::WeightAt rounded by FloatToBf16), 16 / 32 columns per AVX-512 step. Returns whether every
-// value is a BF16-exact normal number, zero or infinity (PackB's test); where it is not, out
-// holds unspecified bits and the caller takes the FP32 fallback. Needs AVX-512 F/BW/VL/DQ
-// (bf16_dot_pack_avx512.cc).
-bool Avx512DecodeRowBf16(const WeightView& w, int64_t row, uint16_t* out);
+// Scratch of AmxRows per thread: a decoded panel of 32 weight rows x LanePaddedK(K) BF16
+// (AmxPanelElems), then 32 x 32 floats of C tiles.
+inline int64_t AmxPanelElems(int64_t K) { return 32 * LanePaddedK(K); }
+inline size_t AmxPanelBytes(int64_t K) {
+  return AmxPanelElems(K) * sizeof(uint16_t) + 32 * 32 * sizeof(float);
+}
+// Rows [n0, n1) of y (row stride y_stride; no bias) for the M activation rows packed by
+// bf16dot::PackAmxX, in Order::kAmx, with row_ok[n - n0] = whether weight row n takes the BF16
+// products (as Avx512Bf16LaneRows; the caller recomputes the other rows with the FP32 fallback).
+// panel: AmxPanelBytes(K) bytes, 64-byte aligned. Configures the calling thread's tiles and
+// releases them. Kernel::kAmx; needs KernelRuns for it.
+void AmxRows(const uint16_t* xb, int64_t M, const WeightView& w, int64_t n0, int64_t n1, float* y,
+             int64_t y_stride, uint16_t* panel, uint8_t* row_ok);
 
 }  // namespace deepinfer::kernels::bf16dot::internal
 

@@ -387,62 +387,8 @@ TEST(Bf16Dot, LinearMatchesReferenceAndIsBatchInvariant) {
   }
 }
 
-// The AVX-512 decode of B-tile rows (bf16_dot_pack_avx512.cc) against ref::WeightAt rounded
-// by FloatToBf16 and PackB's exactness test, row by row: every scale byte (0 and 1 give
-// subnormal products, 254 infinite ones, 255 NaN), FP8 NaN codes, BF16 denormals and NaNs, K
-// with a tail past the last whole vector. Where a row is exact, every BF16 must be the
-// reference's.
-TEST(Bf16Dot, Avx512RowDecodeMatchesTheReference) {
-  const CpuFeatures& f = DetectedCpuFeatures();
-  if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)) {
-    GTEST_SKIP() << "needs AVX-512 F/BW/VL/DQ; this CPU has: " << CpuFeaturesString();
-  }
-  std::mt19937 rng(17);
-  for (const Shape& s : {Shape{WeightDType::kFP8Block, 512, 300},
-                         Shape{WeightDType::kMXFP4, 64, 352}, Shape{WeightDType::kBF16, 64, 77}}) {
-    SCOPED_TRACE("dtype " + std::to_string(static_cast<int>(s.dtype)));
-    RandomWeight w(s.dtype, s.N, s.K, rng, 110, 135);
-    if (s.dtype == WeightDType::kFP8Block) {
-      // Row blocks 1-3 (3 column blocks each) get one scale of 0, 1 (subnormal products: not
-      // exact), 254 (infinite products: exact) and 255 (NaN).
-      w.scales[3 * 1 + 2] = 0;
-      w.scales[3 * 2 + 0] = 254;
-      w.scales[3 * 3 + 1] = 255;
-      w.scales[3 * 3 + 2] = 1;
-    } else if (s.dtype == WeightDType::kMXFP4) {
-      const uint8_t extreme[] = {0, 1, 2, 254, 255};
-      for (int64_t n = 0; n < s.N; n += 3) w.scales[n * (s.K / 32) + n % 11] = extreme[n % 5];
-    } else {
-      uint16_t* h = reinterpret_cast<uint16_t*>(w.data.data());
-      h[3 * s.K + 5] = 0x0001;   // denormal
-      h[4 * s.K + 70] = 0x7FC1;  // NaN, in the scalar tail
-      h[5 * s.K + 1] = 0xFF80;   // -inf: exact
-      h[6 * s.K + 75] = 0x8001;  // negative denormal, in the tail
-    }
-    int exact_rows = 0, inexact_rows = 0;
-    std::vector<uint16_t> got(s.K);
-    for (int64_t n = 0; n < s.N; ++n) {
-      SCOPED_TRACE("row " + std::to_string(n));
-      std::vector<float> ref_row(s.K);
-      ref::DecodeWeightRow(w.view, n, ref_row.data());
-      std::vector<uint16_t> packed(PaddedK(s.K) * kTileN);
-      const bool ref_exact = PackB(ref_row.data(), 1, s.K, packed.data());
-      const bool exact = internal::Avx512DecodeRowBf16(w.view, n, got.data());
-      ASSERT_EQ(exact, ref_exact);
-      (exact ? exact_rows : inexact_rows)++;
-      if (!exact) continue;
-      for (int64_t k = 0; k < s.K; ++k) {
-        ASSERT_EQ(got[k], FloatToBf16(ref_row[k])) << "column " << k;
-      }
-    }
-    // Both outcomes were exercised.
-    EXPECT_GT(exact_rows, 0);
-    EXPECT_GT(inexact_rows, 0);
-  }
-}
-
 // FP8 scale bytes 0..12 make some e4m3 · 2^(e-127) weights subnormal (not BF16-exact normals):
-// those 16-row tiles take the FP32 fallback and still match the reference.
+// those weight rows take the FP32 fallback and still match the reference.
 TEST(Bf16Dot, ExtremeScalesTakeTheFallback) {
   std::mt19937 rng(9);
   std::normal_distribution<float> normal(0.0f, 1.0f);
