@@ -111,6 +111,11 @@ struct DeepseekV4Model::Impl : ForwardHooks {
   void Lin(const WeightMatrix& w, const float* x, int64_t M, float* y, bool quantize_act) const {
     Linear(w, x, M, y, quantize_act, /*precise=*/!bf16);
   }
+  // A product the reference runs in BF16 on BF16 activations (spec §2.5: wo_a, indexer
+  // weights_proj): in the BF16 tier x is BF16, so the kernels' exact BF16 dot products apply.
+  void LinBf16(const WeightMatrix& w, const float* x, int64_t M, float* y) const {
+    Linear(w, x, M, y, /*quantize_act=*/false, /*precise=*/!bf16, /*input_is_bf16=*/bf16);
+  }
 
   // Weighted RMSNorm of one row (FP32 math, output rounded).
   void RmsNormRow(const float* xr, const std::vector<float>& w, int64_t dim, float* yr) const {
@@ -350,7 +355,7 @@ struct DeepseekV4Model::Impl : ForwardHooks {
         TraceF(pfx + "attn.indexer.q", qi.data(), qi.size());
         Compress(aw.idx_compressor, xn, b, bi.state_idx_comp, bi.paged_idx, true, bi.freqs,
                  pfx + "attn.indexer.rows");
-        Lin(aw.idx_weights_proj, xn, T, wts.data(), false);
+        LinBf16(aw.idx_weights_proj, xn, T, wts.data());
         R(wts.data(), wts.size());
         const float wscale = static_cast<float>(std::pow(static_cast<double>(ID), -0.5) *
                                                 std::pow(static_cast<double>(IH), -0.5));
@@ -544,7 +549,7 @@ struct DeepseekV4Model::Impl : ForwardHooks {
       slice.data = static_cast<const uint8_t*>(aw.wo_a.data) + g * L * aw.wo_a.cols;
       if (slice.scale != nullptr) slice.scale += (g * L / 128) * slice.scale_cols;
       if (slice.scale_f32 != nullptr) slice.scale_f32 += (g * L / 128) * slice.scale_cols;
-      Lin(slice, og.data(), T, zg.data(), false);
+      LinBf16(slice, og.data(), T, zg.data());
       for (int64_t t = 0; t < T; ++t) {
         std::memcpy(z.data() + t * G * L + g * L, zg.data() + t * L, L * 4);
       }

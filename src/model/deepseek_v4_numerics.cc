@@ -341,7 +341,7 @@ kernels::WeightView ToView(const WeightMatrix& w) {
 }  // namespace
 
 void Linear(const WeightMatrix& w, const float* x, int64_t M, float* y, bool quantize_act,
-            bool precise) {
+            bool precise, bool input_is_bf16) {
   const int64_t K = w.cols, N = w.rows;
   if (M == 0 || N == 0) return;
   if (!precise) {
@@ -349,6 +349,7 @@ void Linear(const WeightMatrix& w, const float* x, int64_t M, float* y, bool qua
     const kernels::WeightView view = ToView(w);
     kernels::LinearOptions opt;
     opt.quantize_activations = quantize_act;
+    opt.input_is_bf16 = input_is_bf16 && !quantize_act;
     ThreadPool* pool = ThreadPool::Default();
     const size_t bytes = kernels::LinearWorkspaceBytes(M, view, opt, pool);
     thread_local std::vector<uint8_t> workspace;

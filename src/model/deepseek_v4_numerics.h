@@ -109,9 +109,12 @@ struct WeightMatrix {
 // products are then exact and the block sums are scaled once per block. Without it the input is
 // used as given (BF16/F32 weights, and wo_a which the reference runs in BF16).
 // precise: FP64 accumulation (the FP32-activation debug mode mirrors a float64 oracle).
+// input_is_bf16: the caller promises x holds BF16 values (a product the reference runs in BF16:
+// wo_a, indexer weights_proj), so the kernels may take their exact BF16 dot products
+// (kernels::LinearOptions::input_is_bf16; a row that breaks the promise takes the FP32 path).
 // Parallelised over output rows with a static partition (results independent of thread count).
 void Linear(const WeightMatrix& w, const float* x, int64_t M, float* y, bool quantize_act,
-            bool precise = false);
+            bool precise = false, bool input_is_bf16 = false);
 
 }  // namespace deepinfer::model::dsv4
 

@@ -88,11 +88,13 @@ void StreamTile(const Dec& dec, const uint16_t* xp, int64_t kp, const int64_t* r
 }
 
 // Weight rows [n0, n1) as NR interleaved streams over consecutive parts of the range, then the
-// leftover rows singly (cpu::ForEachRowStream: far-apart rows are long sequential reads).
+// leftover rows singly (cpu::ForEachRowStream: far-apart rows are long sequential reads). NR is
+// the decoder's kStreamRows for up to two activation rows, half that beyond (the registers: MR x
+// NR accumulators besides the decode's).
 template <class Dec, int MR>
 void StreamRows(const Dec& dec, const uint16_t* xp, int64_t kp, int64_t n0, int64_t n1, float* y,
                 int64_t y_stride, uint8_t* row_ok) {
-  constexpr int kNR = MR <= 2 ? 4 : 2;
+  constexpr int kNR = MR <= 2 ? Dec::kStreamRows : Dec::kStreamRows / 2;
   const int64_t per_stream = (n1 - n0) / kNR;
   for (int64_t r = 0; r < per_stream; ++r) {
     int64_t rows[kNR];
