@@ -2,7 +2,7 @@
 // Kernel::kAvx512Bf16): weights read in their checkpoint layout and decoded to BF16 in registers
 // (bf16_dot_decode_inl.h, in the lane order's column layout), one VDPBF16PS per 32 weights and
 // activation row. Small M streams each weight row once (NR rows far apart, MR activation rows);
-// larger M decodes panels of weight rows once and runs 4 x 4 register tiles over them. Both run
+// larger M decodes panels of weight rows once and runs 6 x 4 register tiles over them. Both run
 // every output through the same steps in the same order, so a row's result does not depend on
 // M. The portable emulation in bf16_dot.cc is the oracle (bf16_dot_test compares them bitwise).
 //
@@ -108,15 +108,16 @@ void StreamRows(const Dec& dec, const uint16_t* xp, int64_t kp, int64_t n0, int6
 
 // MR activation rows against NR decoded panel rows (row stride kp BF16) over the steps of one
 // K chunk [k0, k1): the accumulators start at +0 on the first chunk and are otherwise reloaded
-// from acc_buf (stored there unchanged after every chunk but the last, which writes the sums),
-// so each lane takes exactly the streamed path's sequence.
+// from acc_buf (output (i, j) at acc_buf[i * kLanePanelRowsMax + j], stored there unchanged after
+// every chunk but the last, which writes the sums), so each lane takes exactly the streamed
+// path's sequence.
 template <int MR, int NR>
 void PanelTile(const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0, int64_t k1,
                bool first, bool last, __m512* acc_buf, float* y, int64_t y_stride) {
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
-      acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(&acc_buf[i * 4 + j]);
+      acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(&acc_buf[i * kLanePanelRowsMax + j]);
     }
   }
   for (int64_t k = k0; k < k1; k += kStep) {
@@ -134,11 +135,18 @@ void PanelTile(const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0
       if (last) {
         y[i * y_stride + j] = SumLanes(acc[i][j]);
       } else {
-        _mm512_store_ps(&acc_buf[i * 4 + j], acc[i][j]);
+        _mm512_store_ps(&acc_buf[i * kLanePanelRowsMax + j], acc[i][j]);
       }
     }
   }
 }
+
+// The register tile of the panel path: kPanelMR activation rows x 4 panel rows, 24 accumulators
+// (with the 6 x vectors and a panel vector, 31 of the 32 registers). Within a K chunk the x rows
+// stay in L1 while the panel rows come from L2, so more x rows per panel vector cut the L2 loads
+// per product: on Zen 5, one core, 256 x 4096 x 4096, 6 x 4 ran 1.10x the 4 x 4 tile (two cores
+// 1.10-1.26x); 8 x 3 and 3 x 8 were slower, as were K chunks of 512 with either tile.
+constexpr int kPanelMR = 6;
 
 template <int MR>
 void PanelTileRows(int nr, const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0,
@@ -156,11 +164,11 @@ void PanelTileRows(int nr, const uint16_t* xp, const uint16_t* panel, int64_t kp
 }
 
 // Blocking of the panel path: per panel (LanePanelRows weight rows, decoded once), blocks of
-// kLaneMC activation rows, and per block K chunks of kLaneKC columns (8 KiB of a 4-row x chunk,
+// kLaneMC activation rows, and per block K chunks of kLaneKC columns (12 KiB of a 6-row x chunk,
 // reused by the panel's 8 row groups); the tiles' accumulators wait in acc_buf between chunks
-// (kLaneMC x 32 vectors, 128 KiB). Measured on Zen 5 (256 x 4096 x 4096, one thread): chunks
-// of 1024 columns beat 512 by ~15 % and 256 by ~35 % (each tile call's fixed cost), and
-// 16-row panels were slower than 32.
+// (kLaneMC x 32 vectors, 128 KiB; output (m, n) at (m - mb) * 32 + n - nb). Measured on Zen 5
+// (256 x 4096 x 4096, one thread): chunks of 1024 columns beat 512 by ~15 % and 256 by ~35 %
+// (each tile call's fixed cost), and 16-row panels were slower than 32.
 template <class Dec>
 void PanelRows(const Dec& dec, const uint16_t* xp, int64_t M, int64_t kp, int64_t n0, int64_t n1,
                float* y, int64_t y_stride, uint16_t* panel, __m512* acc_buf, uint8_t* row_ok) {
@@ -195,13 +203,13 @@ void PanelRows(const Dec& dec, const uint16_t* xp, int64_t M, int64_t kp, int64_
             for (; a < b; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
           }
         }
-        for (int64_t m = mb; m < mb + mc; m += 4) {
-          const int64_t mr = std::min<int64_t>(4, mb + mc - m);
+        for (int64_t m = mb; m < mb + mc; m += kPanelMR) {
+          const int64_t mr = std::min<int64_t>(kPanelMR, mb + mc - m);
           for (int64_t j = 0; j < nc; j += 4) {
             const int nr = static_cast<int>(std::min<int64_t>(4, nc - j));
             const uint16_t* xt = xp + m * kp;
             const uint16_t* pt = panel + j * kp;
-            __m512* ab = acc_buf + ((m - mb) / 4 * (kLanePanelRowsMax / 4) + j / 4) * 16;
+            __m512* ab = acc_buf + (m - mb) * kLanePanelRowsMax + j;
             float* yt = y + m * y_stride + nb + j;
             switch (mr) {
               case 1:
@@ -213,8 +221,14 @@ void PanelRows(const Dec& dec, const uint16_t* xp, int64_t M, int64_t kp, int64_
               case 3:
                 PanelTileRows<3>(nr, xt, pt, kp, k0, k1, first, last, ab, yt, y_stride);
                 break;
-              default:
+              case 4:
                 PanelTileRows<4>(nr, xt, pt, kp, k0, k1, first, last, ab, yt, y_stride);
+                break;
+              case 5:
+                PanelTileRows<5>(nr, xt, pt, kp, k0, k1, first, last, ab, yt, y_stride);
+                break;
+              default:
+                PanelTileRows<kPanelMR>(nr, xt, pt, kp, k0, k1, first, last, ab, yt, y_stride);
                 break;
             }
           }
