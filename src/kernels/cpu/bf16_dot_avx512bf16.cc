@@ -106,11 +106,13 @@ void StreamRows(const Dec& dec, const uint16_t* xp, int64_t kp, int64_t n0, int6
   }
 }
 
-// MR activation rows against NR decoded panel rows (row stride kp BF16) over the steps of one
-// K chunk [k0, k1): the accumulators start at +0 on the first chunk and are otherwise reloaded
-// from acc_buf (output (i, j) at acc_buf[i * kLanePanelRowsMax + j], stored there unchanged after
-// every chunk but the last, which writes the sums), so each lane takes exactly the streamed
-// path's sequence.
+// MR activation rows against NR (<= 4) decoded panel rows over the steps of one K chunk
+// [k0, k1). The panel holds its rows in groups of 4 (4 kp BF16 each), the group's rows
+// interleaved per 32 columns (columns 32q.. of row j at 128q + 32j), so a tile reads one
+// sequential stream from L2 instead of four at stride kp. The accumulators start at +0 on the first
+// chunk and are otherwise reloaded from acc_buf (output (i, j) at acc_buf[i * kLanePanelRowsMax +
+// j], stored there unchanged after every chunk but the last, which writes the sums), so each lane
+// takes exactly the streamed path's sequence.
 template <int MR, int NR>
 void PanelTile(const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0, int64_t k1,
                bool first, bool last, __m512* acc_buf, float* y, int64_t y_stride) {
@@ -125,7 +127,7 @@ void PanelTile(const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0
       __m512i xv[MR];
       for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_si512(xp + i * kp + k + 32 * v);
       for (int j = 0; j < NR; ++j) {
-        const __m512i wv = _mm512_loadu_si512(panel + j * kp + k + 32 * v);
+        const __m512i wv = _mm512_loadu_si512(panel + (k / 32 + v) * 128 + j * 32);
         for (int i = 0; i < MR; ++i) acc[i][j] = Dot(acc[i][j], xv[i], wv);
       }
     }
@@ -177,12 +179,13 @@ void PanelRows(const Dec& dec, const uint16_t* xp, int64_t M, int64_t kp, int64_
     const int64_t nc = std::min(rows_per_panel, n1 - nb);
     for (int64_t r = 0; r < nc; ++r) {
       typename Dec::Row row = dec.MakeRow(nb + r);
-      uint16_t* out = panel + r * kp;
+      // Rows in groups of 4, a group's rows interleaved per 32 columns (PanelTile).
+      uint16_t* out = panel + (r / 4) * 4 * kp + (r % 4) * 32;
       for (int64_t s = 0; s < steps; ++s) {
         __m512i w0, w1;
         dec.Step(row, s, &w0, &w1);
-        _mm512_storeu_si512(out + s * kStep, w0);
-        _mm512_storeu_si512(out + s * kStep + 32, w1);
+        _mm512_storeu_si512(out + s * 256, w0);
+        _mm512_storeu_si512(out + s * 256 + 128, w1);
       }
       row_ok[nb + r - n0] = Dec::Bad(row) ? 0 : 1;
     }
