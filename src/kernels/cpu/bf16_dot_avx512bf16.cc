@@ -211,7 +211,7 @@ void PanelRows(const Dec& dec, const uint16_t* xp, int64_t M, int64_t kp, int64_
           for (int64_t j = 0; j < nc; j += 4) {
             const int nr = static_cast<int>(std::min<int64_t>(4, nc - j));
             const uint16_t* xt = xp + m * kp;
-            const uint16_t* pt = panel + j * kp;
+            const uint16_t* pt = panel + j * kp;  // j % 4 == 0: its 4-row group (4 kp BF16)
             __m512* ab = acc_buf + (m - mb) * kLanePanelRowsMax + j;
             float* yt = y + m * y_stride + nb + j;
             switch (mr) {
