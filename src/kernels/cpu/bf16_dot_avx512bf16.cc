@@ -106,13 +106,21 @@ void StreamRows(const Dec& dec, const uint16_t* xp, int64_t kp, int64_t n0, int6
   }
 }
 
-// MR activation rows against NR (<= 4) decoded panel rows over the steps of one K chunk
-// [k0, k1). The panel holds its rows in groups of 4 (4 kp BF16 each), the group's rows
-// interleaved per 32 columns (columns 32q.. of row j at 128q + 32j), so a tile reads one
-// sequential stream from L2 instead of four at stride kp. The accumulators start at +0 on the first
-// chunk and are otherwise reloaded from acc_buf (output (i, j) at acc_buf[i * kLanePanelRowsMax +
-// j], stored there unchanged after every chunk but the last, which writes the sums), so each lane
-// takes exactly the streamed path's sequence.
+// The decoded panel's layout: rows in groups of kPanelNR (a register tile's panel rows), each
+// group kPanelNR x kp BF16 with its rows interleaved per 32 columns, so a tile reads one
+// sequential stream from L2 instead of kPanelNR at stride kp. PanelIndex(r, k, kp) is the index
+// of row r's column k (k % 32 == 0) from the panel's start; a group starts at
+// PanelIndex(r, 0, kp) for r % kPanelNR == 0.
+constexpr int kPanelNR = 4;
+inline int64_t PanelIndex(int64_t r, int64_t k, int64_t kp) {
+  return (r / kPanelNR) * kPanelNR * kp + (k / 32 * kPanelNR + r % kPanelNR) * 32;
+}
+
+// MR activation rows against NR (<= kPanelNR) rows of one panel group over the steps of one K
+// chunk [k0, k1). The accumulators start at +0 on the first chunk and are otherwise reloaded from
+// acc_buf (output (i, j) at acc_buf[i * kLanePanelRowsMax + j], stored there unchanged after
+// every chunk but the last, which writes the sums), so each lane takes exactly the streamed
+// path's sequence.
 template <int MR, int NR>
 void PanelTile(const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0, int64_t k1,
                bool first, bool last, __m512* acc_buf, float* y, int64_t y_stride) {
@@ -127,7 +135,7 @@ void PanelTile(const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0
       __m512i xv[MR];
       for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_si512(xp + i * kp + k + 32 * v);
       for (int j = 0; j < NR; ++j) {
-        const __m512i wv = _mm512_loadu_si512(panel + (k / 32 + v) * 128 + j * 32);
+        const __m512i wv = _mm512_loadu_si512(panel + PanelIndex(j, k + 32 * v, kp));
         for (int i = 0; i < MR; ++i) acc[i][j] = Dot(acc[i][j], xv[i], wv);
       }
     }
@@ -143,12 +151,15 @@ void PanelTile(const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0
   }
 }
 
-// The register tile of the panel path: kPanelMR activation rows x 4 panel rows, 24 accumulators
+// The register tile of the panel path: kPanelMR activation rows x kPanelNR panel rows, 24
+// accumulators
 // (with the 6 x vectors and a panel vector, 31 of the 32 registers). Within a K chunk the x rows
 // stay in L1 while the panel rows come from L2, so more x rows per panel vector cut the L2 loads
 // per product: on Zen 5, one core, 256 x 4096 x 4096, 6 x 4 ran 1.10x the 4 x 4 tile (two cores
 // 1.10-1.26x); 8 x 3 and 3 x 8 were slower, as were K chunks of 512 with either tile.
 constexpr int kPanelMR = 6;
+
+static_assert(kPanelNR == 4, "PanelTileRows dispatches NR = 1 .. 4");
 
 template <int MR>
 void PanelTileRows(int nr, const uint16_t* xp, const uint16_t* panel, int64_t kp, int64_t k0,
@@ -179,13 +190,11 @@ void PanelRows(const Dec& dec, const uint16_t* xp, int64_t M, int64_t kp, int64_
     const int64_t nc = std::min(rows_per_panel, n1 - nb);
     for (int64_t r = 0; r < nc; ++r) {
       typename Dec::Row row = dec.MakeRow(nb + r);
-      // Rows in groups of 4, a group's rows interleaved per 32 columns (PanelTile).
-      uint16_t* out = panel + (r / 4) * 4 * kp + (r % 4) * 32;
       for (int64_t s = 0; s < steps; ++s) {
         __m512i w0, w1;
         dec.Step(row, s, &w0, &w1);
-        _mm512_storeu_si512(out + s * 256, w0);
-        _mm512_storeu_si512(out + s * 256 + 128, w1);
+        _mm512_storeu_si512(panel + PanelIndex(r, s * kStep, kp), w0);
+        _mm512_storeu_si512(panel + PanelIndex(r, s * kStep + 32, kp), w1);
       }
       row_ok[nb + r - n0] = Dec::Bad(row) ? 0 : 1;
     }
@@ -208,10 +217,10 @@ void PanelRows(const Dec& dec, const uint16_t* xp, int64_t M, int64_t kp, int64_
         }
         for (int64_t m = mb; m < mb + mc; m += kPanelMR) {
           const int64_t mr = std::min<int64_t>(kPanelMR, mb + mc - m);
-          for (int64_t j = 0; j < nc; j += 4) {
-            const int nr = static_cast<int>(std::min<int64_t>(4, nc - j));
+          for (int64_t j = 0; j < nc; j += kPanelNR) {
+            const int nr = static_cast<int>(std::min<int64_t>(kPanelNR, nc - j));
             const uint16_t* xt = xp + m * kp;
-            const uint16_t* pt = panel + j * kp;  // j % 4 == 0: its 4-row group (4 kp BF16)
+            const uint16_t* pt = panel + PanelIndex(j, 0, kp);  // j's panel group
             __m512* ab = acc_buf + (m - mb) * kLanePanelRowsMax + j;
             float* yt = y + m * y_stride + nb + j;
             switch (mr) {
