@@ -291,6 +291,10 @@ BENCHMARK(BM_LinearMxfp4Plain)->Args({1, 4096, 4096})->UseManualTime();
 // Batched decode: 16 rows against weights read from memory (the 1B Llama's FFN shape, and
 // V4's attention shape in FP8): compute-bound, reported against the FMA peak.
 BENCHMARK(BM_LinearBf16)->Args({16, 5632, 2048})->UseManualTime();
+// An 8-sequence decode step (avx512.cc streams up to 8 x rows); K = 1024 as the V4 bench
+// preset's vocabulary head.
+BENCHMARK(BM_LinearBf16)->Args({8, 4096, 4096})->Args({8, 32768, 1024})->UseManualTime();
+BENCHMARK(BM_LinearFp8)->Args({8, 4096, 4096})->UseManualTime();
 BENCHMARK(BM_LinearFp8)->Args({16, 4096, 4096})->UseManualTime();
 // Cache-resident matrix-vector (256 KiB of FP8): the decode kernels' compute cost alone.
 BENCHMARK(BM_LinearBf16)

@@ -367,8 +367,8 @@ TEST(LinearDecodeTest, Fp8AllCodesExact) {
 
 // MXFP4 decode path: all 16 e2m1 codes in the low (even column) and high (odd column) nibble,
 // in a full 64-column superblock and in a 32-column tail, with E8M0 scales from 2^-127 (byte 0,
-// decoded as DS4 does) to 2^127, for M = 1..4 and 6, with and without batch-invariant mode. One-hot
-// x: y[n] = e2m1 · scale exactly (from the spec's value table in formats.h).
+// decoded as DS4 does) to 2^127, for M = 1..4, 6 and 10, with and without batch-invariant mode.
+// One-hot x: y[n] = e2m1 · scale exactly (from the spec's value table in formats.h).
 // Body of the Mxfp4AllCodesExact tests: scale bytes exps (6 of them), lanes = also through the
 // lane layout (PackMxfp4Lanes must accept exps then).
 void CheckMxfp4AllCodesExact(const uint8_t (&exps)[6], bool lanes) {
@@ -389,7 +389,7 @@ void CheckMxfp4AllCodesExact(const uint8_t (&exps)[6], bool lanes) {
   }
   for (bool invariant : {false, true}) {
     BatchInvariantScope scope(invariant);
-    for (int64_t M : {1, 2, 3, 4, 6}) {
+    for (int64_t M : {1, 2, 3, 4, 6, 10}) {
       for (int64_t col : {0, 1, 30, 33, 62, 63, 64, 95}) {
         for (const VectorLinear& impl : VectorLinears()) {
           std::vector<float> x(M * K, 0.0f), y(M * N, -1.0f);
@@ -606,7 +606,7 @@ TEST(LinearDecodeTest, Fp8FastPathMatchesReferenceAndPackedPath) {
   ThreadPool pool(2);
   for (int64_t K : {8, 13, 40, 130, 300, 1000, 4100}) {
     std::mt19937 rng(static_cast<uint32_t>(K));
-    const int64_t N = 37, M = 6;
+    const int64_t N = 37, M = 10;  // packed on every kernel (AVX-512 streams M <= 8)
     TestWeight w = MakeWeight(WeightDType::kFP8Block, ScaleDType::kE8M0, N, K, rng, true);
     ASSERT_FALSE(Fp8HasNanCodes(static_cast<const uint8_t*>(w.view.data), N * K));
     for (bool q : {false, true}) {
@@ -662,7 +662,7 @@ TEST(LinearDecodeTest, Fp8NanFreeFlagChangesNoBitOnTheGenericDecoder) {
   WeightView w{WeightDType::kFP8Block, codes.data(), scales.data(), ScaleDType::kE8M0, N, K};
   ASSERT_FALSE(Fp8HasNanCodes(codes.data(), N * K));
   std::uniform_real_distribution<float> u(-1e-3f, 1e-3f);
-  for (int64_t M : {1, 2, 3, 4, 6}) {
+  for (int64_t M : {1, 2, 3, 4, 6, 10}) {
     std::vector<float> x(M * K);
     for (float& v : x) v = u(rng);
     for (const VectorLinear& impl : VectorLinears()) {
@@ -746,7 +746,7 @@ TEST(LinearDecodeTest, EmptyDotProductsGiveBias) {
   for (WeightDType d :
        {WeightDType::kF32, WeightDType::kBF16, WeightDType::kFP8Block, WeightDType::kMXFP4}) {
     const WeightView w{d, &scale, &scale, ScaleDType::kE8M0, 3, 0};
-    for (int64_t M : {1, 6}) {
+    for (int64_t M : {1, 6, 10}) {
       for (bool with_bias : {false, true}) {
         LinearOptions opt;
         opt.bias = with_bias ? bias : nullptr;
@@ -767,8 +767,9 @@ TEST(LinearDecodeTest, EmptyDotProductsGiveBias) {
 
 // FP8 with large block scales (E8M0 bytes up to 254 = 2^127, F32 scales up to 3e38), where the
 // decoders' folded scale · 256 overflows: one-hot x, so y[n] must be exactly ref::WeightAt =
-// fl(e4m3 · scale), through the streamed (M = 1) and packed (M = 6) paths (NaN where that
-// weight, and so every weight of its row, overflows: the zero columns then give 0 · inf).
+// fl(e4m3 · scale), through the streamed (M = 1) and packed (M = 10; 6 too on the AVX2 kernels)
+// paths (NaN where that weight, and so every weight of its row, overflows: the zero columns then
+// give 0 · inf).
 TEST(LinearDecodeTest, Fp8LargeScalesExact) {
   BatchInvariantScope scope(false);
   const int64_t N = 256, K = 80;
@@ -786,7 +787,7 @@ TEST(LinearDecodeTest, Fp8LargeScalesExact) {
   }
   for (const auto& [sdt, bytes] : cases) {
     const WeightView w{WeightDType::kFP8Block, codes.data(), bytes.data(), sdt, N, K};
-    for (int64_t M : {1, 6}) {
+    for (int64_t M : {1, 6, 10}) {
       std::vector<float> x(M * K, 0.0f);
       for (int64_t m = 0; m < M; ++m) x[m * K + (5 + 13 * m) % K] = 1.0f;
       for (const VectorLinear& impl : VectorLinears()) {
@@ -820,7 +821,7 @@ TEST(LinearDecodeTest, Fp8NanCodesTimesInfiniteScale) {
   std::vector<uint8_t> scales(8);
   for (int i = 0; i < 2; ++i) std::memcpy(scales.data() + 4 * i, &inf, 4);
   const WeightView w{WeightDType::kFP8Block, codes.data(), scales.data(), ScaleDType::kF32, N, K};
-  for (int64_t M : {1, 6}) {
+  for (int64_t M : {1, 6, 10}) {
     std::vector<float> x(M * K, 0.5f);
     for (const VectorLinear& impl : VectorLinears()) {
       std::vector<float> y(M * N);

@@ -45,10 +45,11 @@ inline void PrefetchAt(const void* base, int64_t offset) {
 // MXFP4 rows are read as a few long sequential streams (one per row stream of a tile) at about
 // half the speed of a BF16 row, so each demand miss at a 4 KiB page boundary, where the hardware
 // prefetchers stop, stalls a compute-bound loop that cannot run far enough ahead to hide it.
-// These prefetch each stream kMxfp4PrefetchBytes of codes ahead (and the matching scale bytes).
+// These prefetch each stream cpu::kStreamPrefetchBytes of codes ahead (and the matching scale
+// bytes).
 // Measured (kernels_bench MXFP4 1/4096/4096, 2 threads, alternating, median of 4 rounds): paired
 // read-bandwidth ratio 59.5 % without, 70–71 % at 1, 2 and 4 KiB ahead (docs/performance.md).
-constexpr int64_t kMxfp4PrefetchBytes = 2048;
+constexpr int64_t kMxfp4PrefetchBytes = cpu::kStreamPrefetchBytes;
 
 // Prefetches for an MXFP4 row stream (codes: 2 per byte, scales: 1 byte per 32 columns) about to
 // read column `col`; call it for every col that is a multiple of 128 (one 64-byte code line).
@@ -602,6 +603,9 @@ bool StreamTileFp8Bits(const float* const* xs, const WeightView& w, const int64_
   __m256i nan = _mm256_setzero_si256();
   int64_t k = 0;
   for (; k + 32 <= K; k += 32) {
+    if (k % 64 == 0) {  // one 64-byte line per stream every other step
+      for (int j = 0; j < NR; ++j) PrefetchAt(rows[j].p + k, cpu::kStreamPrefetchBytes);
+    }
     for (int j = 0; j < NR; ++j) {
       __m256 wv[4];
       rows[j].template Decode32<kCheckNan>(k, wv, nan);

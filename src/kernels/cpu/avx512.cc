@@ -59,6 +59,7 @@ size_t AlignUp(size_t v) { return (v + 63) / 64 * 64; }
 // the lanes of m (the others are +0; the masked loads never touch memory past the row).
 
 struct F32Row {
+  static constexpr int64_t kPrefetchAhead = 0;  // as Bf16Row
   const float* p;
   F32Row(const WeightView& w, int64_t n) : p(static_cast<const float*>(w.data) + n * w.cols) {}
   void Decode64(int64_t k, __m512* out) const {
@@ -69,6 +70,9 @@ struct F32Row {
 };
 
 struct Bf16Row {
+  // How far ahead StreamTile prefetches the row's stream (0: the hardware prefetchers suffice;
+  // BF16 streams run at ~90 % of the read bandwidth without).
+  static constexpr int64_t kPrefetchAhead = 0;
   const uint16_t* p;
   Bf16Row(const WeightView& w, int64_t n) : p(static_cast<const uint16_t*>(w.data) + n * w.cols) {}
   void Decode64(int64_t k, __m512* out) const {
@@ -88,6 +92,8 @@ struct Bf16Row {
 // assist (measured on Sapphire Rapids: the AVX2 bit-placement path ran at 4 % of read
 // bandwidth on random codes). NaN codes 0x7F/0xFF decode to +0 as DS4 does.
 struct Fp8Row {
+  // How far ahead StreamTile prefetches the row's stream.
+  static constexpr int64_t kPrefetchAhead = cpu::kStreamPrefetchBytes;
   const uint8_t* p;
   const WeightView* w;
   int64_t scale_base;  // index of this row's first scale
@@ -216,6 +222,12 @@ void StreamTileFp4(const float* const* xp, const WeightView& w, const int64_t* r
     for (int j = 0; j < NS; ++j) acc[i][j][0] = acc[i][j][1] = _mm512_setzero_ps();
   }
   for (int64_t k = 0; k < K; k += kFp4Block) {
+    if (k % 128 == 0) {  // one line of codes per stream (a 64-byte line holds 128 columns)
+      for (int j = 0; j < NS; ++j) {
+        PrefetchAt(p[j] + k / 2, cpu::kStreamPrefetchBytes);
+        if (k % 2048 == 0) PrefetchAt(sc[j] + k / kFp4Block, cpu::kStreamPrefetchBytes / 16);
+      }
+    }
 #pragma GCC unroll 4
     for (int j = 0; j < NS; ++j) {
       __m512 even, odd;
@@ -239,7 +251,13 @@ void StreamTileFp4(const float* const* xp, const WeightView& w, const int64_t* r
 // ---------------------------------------------------------------------------------------------
 // Linear, small M: weights streamed once, MR x rows against NR weight rows far apart.
 
-using cpu::kStreamMaxM;
+// The most x rows the streamed path takes (above it, the packed path). With 32 registers an MR
+// of up to 8 fits a tile (8 x 2 accumulators besides the decode), and up to there one decode of
+// a weight vector in a register beats the packed path's decode, store and reload of it (Zen 5,
+// M = 8: BF16 8/32768/1024, the shape of an 8-sequence step's vocabulary head, 1.24x; FP8
+// 8/4096/4096 1.34x; docs/performance.md). Each output keeps the same per-lane sequence either
+// way, so a row's result still does not depend on M.
+constexpr int64_t kStreamMaxRows = 8;
 
 template <class Row, int NR>
 std::array<Row, NR> MakeRows(const WeightView& w, const int64_t* row_index) {
@@ -260,6 +278,9 @@ void StreamTile(const float* const* xr, const WeightView& w, const int64_t* row_
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 64 <= K; k += 64) {
+    if constexpr (Row::kPrefetchAhead > 0) {
+      for (int j = 0; j < NR; ++j) PrefetchAt(rows[j].p + k, Row::kPrefetchAhead);
+    }
     for (int j = 0; j < NR; ++j) {
       __m512 wv[4];
       rows[j].Decode64(k, wv);
@@ -299,14 +320,16 @@ void StreamTile(const float* const* xr, const WeightView& w, const int64_t* row_
 template <class Row>
 void StreamRows(const float* x, int64_t x_stride, int64_t M, const WeightView& w, int64_t n0,
                 int64_t n1, const float* bias, float* y, int64_t y_stride) {
-  cpu::ForEachRowGroup(
+  cpu::ForEachRowGroup<kStreamMaxRows>(
       x, x_stride, M, y, y_stride, [&]<int MR>(const float* const* xr, float* const* yr) {
         constexpr int kNR = MR <= 2 ? 4 : 2;
         if constexpr (std::is_same_v<Row, Fp4Row>) {
+          // Two accumulators per output: one stream beyond 4 rows.
+          constexpr int kNS = MR <= 4 ? kNR : 1;
           const float* tables = Mxfp4F32Tables();
-          cpu::ForEachRowStream<kNR>(
+          cpu::ForEachRowStream<kNS>(
               n0, n1,
-              [&](const int64_t* rows) { StreamTileFp4<MR, kNR>(xr, w, rows, bias, yr, tables); },
+              [&](const int64_t* rows) { StreamTileFp4<MR, kNS>(xr, w, rows, bias, yr, tables); },
               [&](const int64_t* rows) { StreamTileFp4<MR, 1>(xr, w, rows, bias, yr, tables); });
         } else {
           cpu::ForEachRowStream<kNR>(
@@ -495,7 +518,7 @@ void PackedRows(const float* xpk, int64_t M, const WeightView& w, int64_t n0, in
 }
 
 // Per-thread scratch bytes of one Linear call (the packed path's panel and accumulators).
-size_t PerThreadBytes(int64_t M) { return M > kStreamMaxM ? AlignUp(kPerThreadBytes) : 0; }
+size_t PerThreadBytes(int64_t M) { return M > kStreamMaxRows ? AlignUp(kPerThreadBytes) : 0; }
 
 template <class Row>
 void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& w, float* y,
@@ -504,19 +527,19 @@ void LinearTyped(const float* x, int64_t x_stride, int64_t M, const WeightView& 
   const int threads = pool != nullptr && N > kAlignN ? pool->num_threads() : 1;
   const size_t per_thread = PerThreadBytes(M);
   const bool batch_invariant = Env().batch_invariant;
-  const bool packed = M > kStreamMaxM && !batch_invariant;
+  const bool packed = M > kStreamMaxRows && !batch_invariant;
   float* xpk = reinterpret_cast<float*>(ws);
   if (packed) PackX(x, x_stride, M, w.cols, xpk);
-  char* thread_scratch = ws + (M > kStreamMaxM ? AlignUp(PackedXBytes(M, w.cols)) : 0);
+  char* thread_scratch = ws + (M > kStreamMaxRows ? AlignUp(PackedXBytes(M, w.cols)) : 0);
   cpu::ForEachThreadRange(N, kAlignN, pool, threads, [&](int64_t n0, int64_t n1, int slot) {
     if (packed) {
       float* scratch = reinterpret_cast<float*>(thread_scratch + slot * per_thread);
       PackedRows<Row>(xpk, M, w, n0, n1, bias, y, y_stride, scratch);
       return;
     }
-    // Streaming kernel, up to kStreamMaxM rows at a time; batch-invariant mode streams one row
+    // Streaming kernel, up to kStreamMaxRows rows at a time; batch-invariant mode streams one row
     // at a time for every M, so a row's arithmetic never depends on which rows share its group.
-    const int64_t group = batch_invariant ? 1 : kStreamMaxM;
+    const int64_t group = batch_invariant ? 1 : kStreamMaxRows;
     for (int64_t m0 = 0; m0 < M; m0 += group) {
       StreamRows<Row>(x + m0 * x_stride, x_stride, std::min(group, M - m0), w, n0, n1, bias,
                       y + m0 * y_stride, y_stride);
@@ -532,7 +555,7 @@ size_t LinearWorkspaceBytes(int64_t M, const WeightView& w, const LinearOptions&
   if (w.dtype == WeightDType::kMXFP4 || opt.quantize_activations) {
     bytes += AlignUp(static_cast<size_t>(M * w.cols) * sizeof(float));
   }
-  if (M > kStreamMaxM) bytes += AlignUp(PackedXBytes(M, w.cols));
+  if (M > kStreamMaxRows) bytes += AlignUp(PackedXBytes(M, w.cols));
   bytes += PerThreadBytes(M) * std::max(1, num_threads);
   return bytes;
 }

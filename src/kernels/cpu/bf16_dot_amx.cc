@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/bf16_dot_kernels.h"
+#include "kernels/cpu/linear_driver.h"  // before the #pragma (bf16_dot_decode_inl.h uses it)
 
 // clang-format off
 #if defined(__clang__)

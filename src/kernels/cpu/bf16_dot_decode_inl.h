@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/bf16_dot_kernels.h"
+#include "kernels/cpu/linear_driver.h"
 #include "kernels/formats.h"
 #include "kernels/ops.h"
 
@@ -91,6 +92,10 @@ struct Fp8Decoder {
   // Weight rows the streamed (small-M) kernel decodes side by side for up to two activation
   // rows (8 ran slower on Zen 5: the tables' and accumulators' registers).
   static constexpr int kStreamRows = 4;
+  // Weight bytes a row's step reads, and how far ahead in its stream the streamed kernel
+  // prefetches (StreamPrefetch).
+  static constexpr int64_t kStepBytes = kStep;
+  static constexpr int64_t kPrefetchAhead = cpu::kStreamPrefetchBytes;
   const uint8_t* data;
   const uint8_t* scales;
   int64_t K, scale_cols, scale_row_offset;
@@ -156,6 +161,8 @@ struct Mxfp4Decoder {
   // some rows' lookups run while others wait for their table loads, which hang on the scale
   // bytes (Zen 5, one core, weights in L2: 4.3 -> 2.8 TSC cycles per row and 64 columns).
   static constexpr int kStreamRows = 8;
+  static constexpr int64_t kStepBytes = kStep / 2;
+  static constexpr int64_t kPrefetchAhead = cpu::kStreamPrefetchBytes;
   const uint8_t* data;
   const uint8_t* scales;
   int64_t K;
@@ -218,6 +225,8 @@ struct Mxfp4Decoder {
 // BF16: the stored bits; a denormal (which the instruction would read as zero) marks the row.
 struct Bf16Decoder {
   static constexpr int kStreamRows = 4;  // as the FP32 kernels' BF16 streams
+  static constexpr int64_t kStepBytes = 2 * kStep;
+  static constexpr int64_t kPrefetchAhead = 0;  // not measured; BF16 streams ran at ~90 %
   const uint16_t* data;
   int64_t K;
   explicit Bf16Decoder(const WeightView& w)

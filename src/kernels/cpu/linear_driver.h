@@ -10,42 +10,42 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "common/thread_pool.h"
 
 namespace deepinfer::kernels::cpu {
 
+// How far ahead (bytes) the streamed FP8 and MXFP4 tiles of every ISA prefetch each weight-row
+// stream. Their decode keeps the core busy, and the hardware prefetchers alone (which also stop
+// at 4 KiB pages) left them short of the read bandwidth; 2 KiB ahead, past a row's end, is the
+// stream's next row, which follows it in memory. Measured per kernel in docs/performance.md
+// (AVX2 MXFP4 2026-12-02; the others 2026-12-04, Zen 5).
+constexpr int64_t kStreamPrefetchBytes = 2048;
+
 // The most x rows one streamed tile takes (the decode path's register tiles have MR = 1..4).
 constexpr int64_t kStreamMaxM = 4;
 
-// Calls run.template operator()<MR>(xr, yr) for each group of up to kStreamMaxM rows of x / y
-// (MR = the group's size, a compile-time constant for the register tiles; xr / yr hold MR row
-// pointers).
-template <class Run>
+// Calls run.template operator()<MR>(xr, yr) for each group of up to kMaxM rows of x / y (MR = the
+// group's size, a compile-time constant for the register tiles; xr / yr hold MR row pointers).
+// kMaxM is the ISA's own (avx512.cc streams up to 8 rows, with twice AVX2's registers).
+template <int64_t kMaxM = kStreamMaxM, class Run>
 void ForEachRowGroup(const float* x, int64_t x_stride, int64_t M, float* y, int64_t y_stride,
                      const Run& run) {
-  for (int64_t m = 0; m < M; m += kStreamMaxM) {
-    const int64_t mr = std::min(kStreamMaxM, M - m);
-    const float* xr[kStreamMaxM];
-    float* yr[kStreamMaxM];
+  static_assert(kMaxM >= 1);
+  for (int64_t m = 0; m < M; m += kMaxM) {
+    const int64_t mr = std::min(kMaxM, M - m);
+    const float* xr[kMaxM];
+    float* yr[kMaxM];
     for (int64_t i = 0; i < mr; ++i) {
       xr[i] = x + (m + i) * x_stride;
       yr[i] = y + (m + i) * y_stride;
     }
-    switch (mr) {
-      case 1:
-        run.template operator()<1>(xr, yr);
-        break;
-      case 2:
-        run.template operator()<2>(xr, yr);
-        break;
-      case 3:
-        run.template operator()<3>(xr, yr);
-        break;
-      default:
-        run.template operator()<4>(xr, yr);
-        break;
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+      // The one MR = mr among 1 .. kMaxM.
+      ((mr == I + 1 ? (run.template operator()<I + 1>(xr, yr), true) : false) || ...);
     }
+    (std::make_integer_sequence<int, static_cast<int>(kMaxM)>());
   }
 }
 
