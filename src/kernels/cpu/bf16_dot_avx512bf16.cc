@@ -69,7 +69,10 @@ __attribute__((always_inline)) inline void StreamPrefetch(const Dec& dec, const 
     constexpr int64_t kEvery = Dec::kStepBytes >= kLine ? 1 : kLine / Dec::kStepBytes;
     if (s % kEvery != 0) return;
     for (int j = 0; j < NR; ++j) {
-      const uint8_t* a = dec.ColumnAddress(rows[j], s * kStep) + Dec::kPrefetchAhead;
+      // Past the weights' end for the last rows (prefetches never fault), so the address is
+      // formed as an integer, not by pointer arithmetic.
+      const uintptr_t a =
+          reinterpret_cast<uintptr_t>(dec.ColumnAddress(rows[j], s * kStep)) + Dec::kPrefetchAhead;
       for (int64_t b = 0; b < std::max(Dec::kStepBytes, kLine); b += kLine) {
         _mm_prefetch(reinterpret_cast<const char*>(a + b), _MM_HINT_T0);
       }
